@@ -1,0 +1,1 @@
+"""Prometheus-shaped rule files, evaluator, alert state machine and notification pipeline."""

@@ -1,0 +1,1 @@
+"""Plotly Dash app factory, pages and pure figure builders."""

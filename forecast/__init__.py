@@ -1,0 +1,1 @@
+"""`Forecaster` protocol, statsmodels adapters, baselines, backtests and budget early warning."""

@@ -1,0 +1,3 @@
+from infermeter.cli import main
+
+raise SystemExit(main())

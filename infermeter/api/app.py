@@ -1,0 +1,75 @@
+"""FastAPI app factory: the runtime is handed in, routes reach it through typed dependencies."""
+
+from __future__ import annotations
+
+import time
+from contextlib import asynccontextmanager
+from typing import AsyncIterator, Awaitable, Callable
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import run_in_threadpool
+
+from infermeter.api import routes_read, routes_write
+from infermeter.api.params import BadParam
+from infermeter.runtime import Runtime
+
+
+def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
+    """``manage_lifecycle``: start the runtime on startup and stop it on shutdown."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if manage_lifecycle:
+            await run_in_threadpool(runtime.start)
+        try:
+            yield
+        finally:
+            if manage_lifecycle:
+                await run_in_threadpool(runtime.stop)
+
+    app = FastAPI(
+        title="infermeter",
+        version="0.1.0",
+        description="Observability and cost control for GPU inference fleets.",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+
+    @app.middleware("http")
+    async def count_requests(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        name = getattr(route, "path", "unmatched")
+        runtime.api_metrics.requests.labels(name, str(response.status_code)).inc()
+        runtime.api_metrics.latency.labels(name).observe(time.perf_counter() - started)
+        return response
+
+    @app.exception_handler(BadParam)
+    async def bad_param(_: Request, exc: BadParam) -> JSONResponse:
+        return JSONResponse({"status": "error", "errorType": "bad_data", "error": str(exc)}, status_code=400)
+
+    @app.get("/health", tags=["health"])
+    async def health() -> dict[str, str]:
+        """Liveness: the process answers."""
+        return {"status": "ok"}
+
+    @app.get("/ready", tags=["health"])
+    async def ready() -> JSONResponse:
+        """Readiness: the store is reachable, the schema is at head, the loops run."""
+        problems = await run_in_threadpool(runtime.readiness)
+        if problems:
+            return JSONResponse({"status": "unavailable", "problems": problems}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    @app.get("/metrics", tags=["health"])
+    async def metrics() -> Response:
+        """The service's own metrics in Prometheus text format."""
+        body = await run_in_threadpool(generate_latest, runtime.registry)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    app.include_router(routes_write.router)
+    app.include_router(routes_read.router)
+    return app

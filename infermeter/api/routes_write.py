@@ -1,0 +1,74 @@
+"""``POST /api/v1/samples``: JSON batches or Prometheus text, acknowledged only after commit."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from infermeter.api.deps import RuntimeDep, WriterDep
+from infermeter.api.ingest import BadPayload, BodyTooLarge, decode_exposition, decode_json, decompress
+
+router = APIRouter(prefix="/api/v1", tags=["ingest"])
+
+_TEXT_TYPES = ("text/plain", "application/openmetrics-text")
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge()
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _error(status: int, where: str, message: str) -> JSONResponse:
+    return JSONResponse(
+        {"status": "error", "errorType": "bad_data", "where": where, "error": f"{where}: {message}"},
+        status_code=status,
+    )
+
+
+@router.post(
+    "/samples",
+    responses={
+        200: {"description": "Committed; counts of accepted, duplicate and rejected samples."},
+        400: {"description": "Malformed body; the error names the line or field. Nothing stored."},
+        401: {"description": "Missing or wrong bearer token."},
+        413: {"description": "Body over server.max_body_bytes. Nothing stored."},
+        422: {"description": "JSON that does not match the schema; names the field. Nothing stored."},
+    },
+)
+async def push_samples(request: Request, runtime: RuntimeDep, _auth: WriterDep) -> JSONResponse:
+    """Push samples. ``Content-Type: application/json`` takes ``{"samples": [...]}`` or
+    ``{"series": [...]}``; ``text/plain`` (or ``application/openmetrics-text``) takes the
+    Prometheus exposition format. ``Content-Encoding: gzip`` is accepted."""
+    limit = runtime.settings.server.max_body_bytes
+    metrics = runtime.api_metrics
+    try:
+        body = await _read_body(request, limit)
+        body = decompress(body, request.headers.get("content-encoding"), limit)
+        content_type = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+        now = runtime.clock.now_ms()
+        if content_type in _TEXT_TYPES:
+            batch = await run_in_threadpool(
+                decode_exposition, body, request.headers.get("content-type"), now, runtime.push_cache
+            )
+        elif content_type in ("application/json", ""):
+            batch = await run_in_threadpool(decode_json, body, now)
+        else:
+            raise BadPayload("Content-Type", f"unsupported {content_type!r}: use application/json or text/plain", 415)
+    except BodyTooLarge:
+        metrics.ingest_errors.labels("too_large").inc()
+        return _error(413, "body", f"larger than the limit of {limit} bytes")
+    except BadPayload as exc:
+        metrics.ingest_errors.labels("bad_payload").inc()
+        return _error(exc.status, exc.where, exc.message)
+    result = await run_in_threadpool(runtime.store.append, batch)
+    return JSONResponse({"status": "success", "data": result.as_dict()})

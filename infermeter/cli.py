@@ -1,0 +1,181 @@
+"""``infermeter`` command line: up, db upgrade, check-config, query."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import sys
+from datetime import datetime, timezone
+from typing import Sequence, TextIO
+
+from infermeter.config_file import ConfigError, load_settings
+from infermeter.settings import Settings, format_duration, parse_duration_ms
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+
+
+def _settings_or_exit(config: str | None, err: TextIO) -> Settings | None:
+    try:
+        settings, _ = load_settings(config)
+        return settings
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=err)
+        return None
+
+
+def cmd_check_config(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        _, source = load_settings(args.file or args.config)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=err)
+        print(f"FAILED: {len(exc.problems)} problem(s)", file=err)
+        return EXIT_INVALID
+    print(f"{source}: OK", file=out)
+    return EXIT_OK
+
+
+def cmd_db_upgrade(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from infermeter import db
+    from store.engine import create_store_engine
+
+    settings = _settings_or_exit(args.config, err)
+    if settings is None:
+        return EXIT_INVALID
+    engine = create_store_engine(settings.store.url, sqlite_synchronous=settings.store.sqlite_synchronous)
+    try:
+        revision = db.upgrade(engine, args.revision)
+    finally:
+        engine.dispose()
+    print(f"database at revision {revision} ({engine.url.render_as_string(hide_password=True)})", file=out)
+    return EXIT_OK
+
+
+def cmd_up(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import uvicorn
+
+    from infermeter.api import create_app
+    from infermeter.runtime import build_runtime
+
+    settings = _settings_or_exit(args.config, err)
+    if settings is None:
+        print("refusing to start: the config is invalid", file=err)
+        return EXIT_INVALID
+    logging.basicConfig(
+        level=settings.logging.level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    runtime = build_runtime(settings)
+    app = create_app(runtime)
+    host = args.host or settings.server.host
+    port = args.port or settings.server.port
+    print(f"infermeter listening on http://{host}:{port} (store: {runtime.engine.url.render_as_string(hide_password=True)})", file=out, flush=True)
+    uvicorn.run(app, host=host, port=port, log_level=settings.logging.level.lower(), access_log=False)
+    return EXIT_OK
+
+
+def cmd_query(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from infermeter import db
+    from store.clock import SystemClock
+    from store.engine import create_store_engine
+    from store.reader import RangeQuery, Reader
+    from store.series_index import Matcher, Selector
+    from store.tsdb import TimeSeriesStore
+
+    settings = _settings_or_exit(args.config, err)
+    if settings is None:
+        return EXIT_INVALID
+    try:
+        matchers = tuple(Matcher.parse(m) for m in args.match)
+        since = parse_duration_ms(args.since)
+        step = parse_duration_ms(args.step) if args.step else max(1000, since // 60 // 1000 * 1000)
+    except ValueError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
+    engine = create_store_engine(settings.store.url)
+    try:
+        if not db.is_at_head(engine):
+            print("error: the database schema is not at head: run `infermeter db upgrade`", file=err)
+            return EXIT_INVALID
+        clock = SystemClock()
+        store = TimeSeriesStore(engine, clock, settings.store.options(), read_only=True)
+        store.open()
+        now = clock.now_ms()
+        by = tuple(x for x in args.by.split(",") if x) if args.by else None
+        query = RangeQuery(Selector(args.metric, matchers), now - since, now, step, args.fn, by, args.agg)
+        results = Reader(store).range(query)
+    except ValueError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
+    finally:
+        engine.dispose()
+    if not results:
+        print(f"no series match {args.metric}{{{', '.join(args.match)}}} in the last {args.since}", file=err)
+        return EXIT_OK
+    print(f"# {args.fn} per {format_duration(step)}, last {args.since}, {len(results)} series", file=out)
+    _print_table(results, out)
+    return EXIT_OK
+
+
+def _print_table(results: Sequence[object], out: TextIO) -> None:
+    from store.reader import SeriesResult
+
+    typed = [r for r in results if isinstance(r, SeriesResult)]
+    names = [
+        ",".join(f"{k}={v}" for k, v in sorted(r.labels.items()) if k != "__name__") or r.labels.get("__name__", "")
+        for r in typed
+    ]
+    widths = [max(len(n), 12) for n in names]
+    print("TIME (UTC)           " + "  ".join(n.rjust(w) for n, w in zip(names, widths)), file=out)
+    stamps = typed[0].ts_ms.tolist()
+    for i, ts in enumerate(stamps):
+        cells = [float(r.values[i]) for r in typed]
+        if all(math.isnan(c) for c in cells):
+            continue
+        when = datetime.fromtimestamp(ts / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        text = ["-" if math.isnan(c) else f"{c:.6g}" for c in cells]
+        print(f"{when}  " + "  ".join(t.rjust(w) for t, w in zip(text, widths)), file=out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="infermeter", description=__doc__)
+    parser.add_argument("--config", help="config file (default: ./infermeter.yaml or $INFERMETER_CONFIG)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="run the service: API, store and background loops")
+    up.add_argument("--host")
+    up.add_argument("--port", type=int)
+    up.set_defaults(func=cmd_up)
+
+    check = sub.add_parser("check-config", help="validate a config file; every problem as file:line: field: message")
+    check.add_argument("file", nargs="?")
+    check.set_defaults(func=cmd_check_config)
+
+    dbp = sub.add_parser("db", help="database schema")
+    dbsub = dbp.add_subparsers(dest="db_command", required=True)
+    upgrade = dbsub.add_parser("upgrade", help="migrate the database to the newest schema")
+    upgrade.add_argument("--revision", default="head")
+    upgrade.set_defaults(func=cmd_db_upgrade)
+
+    query = sub.add_parser("query", help="print a metric as a table")
+    query.add_argument("metric")
+    query.add_argument("--match", action="append", default=[], help="label matcher k=v, k!=v, k=~re, k!~re")
+    query.add_argument("--since", default="1h", help="how far back (default 1h)")
+    query.add_argument("--step", help="step (default: since/60)")
+    query.add_argument("--fn", default="avg", choices=["last", "avg", "min", "max", "sum", "count", "rate", "increase"])
+    query.add_argument("--by", help="comma-separated labels to aggregate by")
+    query.add_argument("--agg", default="sum", choices=["sum", "avg", "min", "max", "count"])
+    query.set_defaults(func=cmd_query)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    code: int = args.func(args, out or sys.stdout, err or sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,114 @@
+"""The composition root: builds every long-lived part once from Settings and owns their lives.
+
+Order matters: the engine and the schema first (``up`` migrates to head before anything
+reads), then the store (which rebuilds its head from the write-ahead table), then the loops.
+Stopping runs the other way, and the store's last act is a checkpoint so a clean shutdown
+leaves the write-ahead table empty.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry
+from sqlalchemy import Engine, text
+
+from collector.exposition import SeriesCache
+from infermeter import db
+from infermeter.self_metrics import ApiMetrics, build_registry
+from infermeter.settings import Settings
+from store.clock import Clock, SystemClock
+from store.engine import create_store_engine
+from store.reader import Reader
+from store.tsdb import TimeSeriesStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    engine: Engine
+    clock: Clock
+    store: TimeSeriesStore
+    reader: Reader
+    registry: CollectorRegistry
+    api_metrics: ApiMetrics
+    push_cache: SeriesCache = field(default_factory=SeriesCache)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    started: bool = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        if self.started:
+            return
+        self.store.open()
+        self._stop.clear()
+        loop = threading.Thread(target=self._maintenance_loop, name="store-maintenance", daemon=True)
+        loop.start()
+        self._threads.append(loop)
+        self.started = True
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        if not self.started:
+            return
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout_s)
+        self._threads.clear()
+        self.store.close(flush=True)
+        self.engine.dispose()
+        self.started = False
+
+    def _maintenance_loop(self) -> None:
+        interval = self.settings.store.maintenance_interval / 1000
+        while not self._stop.wait(interval):
+            try:
+                self.store.maintain()
+            except Exception:  # a failed pass must not end the loop; the next one retries
+                log.exception("store maintenance failed")
+
+    # -- health ------------------------------------------------------------------------------
+    def readiness(self) -> dict[str, str]:
+        """Problems keyed by component; empty when ready."""
+        problems: dict[str, str] = {}
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+        except Exception as exc:
+            problems["store"] = f"database unreachable: {type(exc).__name__}: {exc}"
+            return problems
+        try:
+            current, head = db.current_revision(self.engine), db.head_revision(self.engine)
+            if current != head:
+                problems["schema"] = f"schema at {current}, code expects {head}: run `infermeter db upgrade`"
+        except Exception as exc:
+            problems["schema"] = f"cannot read the schema revision: {exc}"
+        if not self.started:
+            problems["runtime"] = "not started"
+        return problems
+
+
+def build_runtime(settings: Settings, clock: Clock | None = None, migrate: bool = True) -> Runtime:
+    clock = clock or SystemClock()
+    engine = create_store_engine(
+        settings.store.url,
+        sqlite_synchronous=settings.store.sqlite_synchronous,
+        busy_timeout_ms=settings.store.busy_timeout,
+    )
+    if migrate:
+        db.upgrade(engine)
+    store = TimeSeriesStore(engine, clock, settings.store.options())
+    registry, api_metrics = build_registry(store)
+    return Runtime(
+        settings=settings,
+        engine=engine,
+        clock=clock,
+        store=store,
+        reader=Reader(store),
+        registry=registry,
+        api_metrics=api_metrics,
+    )

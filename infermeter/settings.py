@@ -1,0 +1,119 @@
+"""Typed settings: the YAML config file, validated by pydantic.
+
+Durations are written as Prometheus writes them (``15s``, ``5m``, ``2h``, ``7d``, ``500ms``)
+and held as integer milliseconds. The composition root loads this once and passes the parts
+down; nothing reads settings from a global.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from store.options import StoreOptions
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w|y)\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000, "y": 31_536_000_000}
+
+
+def parse_duration_ms(value: object) -> int:
+    """``"90s"`` -> 90000. Bare numbers are seconds (as in Prometheus's API)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration like 15s, 5m, 2h or 7d")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise ValueError("a duration must not be negative")
+        return int(round(value * 1000))
+    if isinstance(value, str):
+        total = 0
+        rest = value.strip()
+        # Compound forms like 1h30m are accepted, as Prometheus does.
+        parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)", rest)
+        if parts and "".join(n + u for n, u in parts) == rest.replace(" ", ""):
+            for number, unit in parts:
+                total += int(round(float(number) * _UNIT_MS[unit]))
+            return total
+        match = _DURATION.match(rest)
+        if match:
+            return int(round(float(match.group(1)) * _UNIT_MS[match.group(2)]))
+    raise ValueError(f"expected a duration like 15s, 5m, 2h or 7d, got {value!r}")
+
+
+def format_duration(ms: int) -> str:
+    for unit in ("d", "h", "m", "s"):
+        if ms and ms % _UNIT_MS[unit] == 0:
+            return f"{ms // _UNIT_MS[unit]}{unit}"
+    return f"{ms}ms"
+
+
+DurationMs = Annotated[int, BeforeValidator(parse_duration_ms)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerSettings(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    # Request bodies over this many bytes answer 413 (after decompression for gzip bodies).
+    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
+    # Bearer token for write endpoints; set it through INFERMETER_API_TOKEN, not the file.
+    api_token: str | None = None
+
+
+class RetentionSettings(_Strict):
+    raw: DurationMs = 7 * 86_400_000
+    rollup_1m: DurationMs = Field(35 * 86_400_000, alias="1m")
+    rollup_1h: DurationMs = Field(400 * 86_400_000, alias="1h")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class StoreSettings(_Strict):
+    url: str = "sqlite:///./data/infermeter.db"
+    sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = "NORMAL"
+    busy_timeout: DurationMs = 10_000
+    out_of_order_window: DurationMs = 300_000
+    chunk_range: DurationMs = 7_200_000
+    head_retain: DurationMs = 3_600_000
+    idle_flush: DurationMs = 3_600_000
+    checkpoint_grace: DurationMs = 60_000
+    retention: RetentionSettings = RetentionSettings()
+    maintenance_interval: DurationMs = 30_000
+
+    @field_validator("url")
+    @classmethod
+    def _known_backend(cls, url: str) -> str:
+        if not (url.startswith("sqlite://") or url.startswith("postgresql")):
+            raise ValueError("use sqlite:///path/to/file.db or postgresql+psycopg://user@host:5432/db")
+        return url
+
+    @model_validator(mode="after")
+    def _chunk_range_fits_rollups(self) -> StoreSettings:
+        if self.chunk_range % 3_600_000:
+            raise ValueError("chunk_range must be a whole number of hours (rollups are cut at 1m and 1h)")
+        return self
+
+    def options(self) -> StoreOptions:
+        return StoreOptions(
+            out_of_order_window_ms=self.out_of_order_window,
+            chunk_range_ms=self.chunk_range,
+            head_retain_ms=self.head_retain,
+            idle_flush_ms=self.idle_flush,
+            checkpoint_grace_ms=self.checkpoint_grace,
+            raw_retention_ms=self.retention.raw,
+            rollup_retention_ms={60_000: self.retention.rollup_1m, 3_600_000: self.retention.rollup_1h},
+        )
+
+
+class LoggingSettings(_Strict):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+
+class Settings(_Strict):
+    server: ServerSettings = ServerSettings()
+    store: StoreSettings = StoreSettings()
+    logging: LoggingSettings = LoggingSettings()

@@ -1,0 +1,1 @@
+"""Alembic environment and versions for the store's schema (`store.schema.metadata`)."""

@@ -1,0 +1,1 @@
+"""Finance reports (PDF, CSV, XLSX) over cost and forecast data."""

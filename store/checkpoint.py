@@ -1,0 +1,113 @@
+"""Checkpoint: head samples below each series' cutoff become chunks and rollups, atomically.
+
+One transaction writes the chunks, folds the rollups (merging the rare bucket that an
+earlier, unaligned flush already started), deletes every write-ahead row and writes a single
+new one holding the samples still unflushed. Either all of it commits or none of it does, so
+after a crash at any point the write-ahead table plus the chunks hold every sample exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from store.backend import CHUNK_COLUMNS
+from store.codec import ENCODING_V1, encode_segments
+from store.rollup import Frame, merge_rows, regroup
+from store.types import Int64Array
+from store.wal import encode_wal
+
+if TYPE_CHECKING:
+    from store.tsdb import TimeSeriesStore
+
+log = logging.getLogger(__name__)
+
+
+def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array) -> int:
+    head = store.head
+    sid, ts, val = head.unflushed_below(cutoff)
+    marked = np.flatnonzero((cutoff > head.flushed_until) & (head.last_ts >= head.flushed_until))
+    if len(sid) == 0 and len(marked) == 0:
+        return 0
+    chunk_rows: list[tuple[Any, ...]] = []
+    rollup_frames: list[tuple[int, Frame, Frame]] = []
+    if len(sid):
+        starts = np.flatnonzero(np.append(True, sid[1:] != sid[:-1]))
+        ends = np.append(starts[1:], len(sid))
+        blobs = encode_segments(ts, val, starts)
+        chunk_rows = list(
+            zip(
+                sid[starts].tolist(),
+                ts[starts].tolist(),
+                ts[ends - 1].tolist(),
+                (ends - starts).tolist(),
+                [ENCODING_V1] * len(starts),
+                blobs,
+            )
+        )
+        samples = Frame.from_samples(sid, ts, val)
+        for resolution in store.options.rollup_resolutions_ms:
+            frame = regroup(samples, resolution)
+            # A bucket that starts before what was flushed earlier may already have a row.
+            overlap = frame.bucket < head.flushed_until[frame.sid]
+            rollup_frames.append((resolution, frame, frame.take(np.flatnonzero(overlap))))
+
+    all_sid, all_ts, all_val = head.unflushed()
+    rest = all_ts >= cutoff[all_sid] if len(all_sid) else np.zeros(0, bool)
+    carry = (all_sid[rest], all_ts[rest], all_val[rest])
+
+    conn = store._conn
+    cur = conn.cursor()
+    try:
+        if chunk_rows:
+            store.backend.bulk_insert(cur, "chunks", CHUNK_COLUMNS, chunk_rows)
+        for resolution, frame, overlap in rollup_frames:
+            if len(overlap):
+                frame = _merge_existing(store, cur, resolution, frame, overlap)
+            store.backend.insert_rollups(cur, resolution, frame)
+        cur.execute("DELETE FROM wal")
+        if len(carry[0]):
+            store.backend.insert_wal(cur, store.clock.now_ms(), len(carry[0]), encode_wal(*carry))
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    finally:
+        cur.close()
+
+    head.mark_flushed(marked, cutoff)
+    keep_from = np.where(head.last_ts == np.iinfo(np.int64).min, head.last_ts, head.last_ts - store.options.head_retain_ms)
+    head.trim(keep_from)
+    log.debug("checkpoint: %d samples into %d chunks, %d carried", len(sid), len(chunk_rows), len(carry[0]))
+    return int(len(sid))
+
+
+def _merge_existing(store: TimeSeriesStore, cur: Any, resolution: int, frame: Frame, overlap: Frame) -> Frame:
+    """Fold stored rows of the overlapping buckets into ``frame`` and delete them."""
+    p = store.backend.param
+    existing: list[tuple[Any, ...]] = []
+    for s, bucket in zip(overlap.sid.tolist(), overlap.bucket.tolist()):
+        cur.execute(
+            f'SELECT series_id, bucket_ms, "count", "sum", "min", "max", "first", "last", inc '
+            f"FROM rollups WHERE resolution_ms = {p} AND series_id = {p} AND bucket_ms = {p}",
+            (resolution, s, bucket),
+        )
+        row = cur.fetchone()
+        if row is not None:
+            existing.append(tuple(row))
+            cur.execute(
+                f"DELETE FROM rollups WHERE resolution_ms = {p} AND series_id = {p} AND bucket_ms = {p}",
+                (resolution, s, bucket),
+            )
+    if not existing:
+        return frame
+    cols = list(zip(*existing))
+    old = Frame(
+        np.asarray(cols[0], np.int64),
+        np.asarray(cols[1], np.int64),
+        np.asarray(cols[2], np.int64),
+        *(np.asarray(c, np.float64) for c in cols[3:]),
+    )
+    return merge_rows(old, frame, resolution)

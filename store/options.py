@@ -1,0 +1,43 @@
+"""Tuning of the store, as plain data (the service's settings build one of these)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MINUTE_MS = 60_000
+HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True, slots=True)
+class StoreOptions:
+    # Samples older than a series' newest sample by more than this are rejected ("too old").
+    out_of_order_window_ms: int = 5 * MINUTE_MS
+    # Chunks are cut at multiples of this (a multiple of every rollup resolution, so that
+    # ordinary checkpoints never split a rollup bucket).
+    chunk_range_ms: int = 2 * HOUR_MS
+    # Flushed samples stay in memory this long, so rules and live panels never touch SQL.
+    head_retain_ms: int = HOUR_MS
+    # A series that has received nothing for this long is flushed completely.
+    idle_flush_ms: int = HOUR_MS
+    # Once a series is due for a checkpoint, wait at most this long for the others to catch
+    # up, so one checkpoint serves them all (each rewrites the unflushed tail of the WAL).
+    checkpoint_grace_ms: int = MINUTE_MS
+    rollup_resolutions_ms: tuple[int, ...] = (MINUTE_MS, HOUR_MS)
+    raw_retention_ms: int = 7 * DAY_MS
+    rollup_retention_ms: dict[int, int] = field(
+        default_factory=lambda: {MINUTE_MS: 35 * DAY_MS, HOUR_MS: 400 * DAY_MS}
+    )
+    retention_interval_ms: int = 10 * MINUTE_MS
+
+    def __post_init__(self) -> None:
+        for resolution in self.rollup_resolutions_ms:
+            if resolution <= 0 or self.chunk_range_ms % resolution:
+                raise ValueError(
+                    f"chunk_range_ms ({self.chunk_range_ms}) must be a multiple of every rollup "
+                    f"resolution (got {resolution})"
+                )
+            if resolution not in self.rollup_retention_ms:
+                raise ValueError(f"no retention configured for the {resolution} ms rollups")
+        if self.out_of_order_window_ms < 0:
+            raise ValueError("out_of_order_window_ms must not be negative")

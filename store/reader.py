@@ -1,0 +1,332 @@
+"""Queries: instant, raw and stepped range queries over head, chunks and rollups.
+
+For a stepped query the reader picks the coarsest rollup resolution that divides the step
+(and whose retention reaches back far enough); it reads rollup rows for what is flushed and
+raw head samples for the rest, then folds both into steps with :func:`store.rollup.regroup`.
+Without a fitting rollup it decodes chunks. The two paths give the same numbers because both
+go through the same fold (tests hold them to that).
+
+Steps are aligned buckets ``[t, t + step)`` starting at ``floor(start / step) * step``; each
+output point is stamped with its bucket start. One step before the first bucket is read too,
+so the first ``increase``/``rate`` includes the increase across its left edge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal, Sequence
+
+import numpy as np
+
+from store.codec import decode
+from store.head import NEVER
+from store.quantile import bucket_quantile, parse_le
+from store.rollup import Frame, increases, regroup
+from store.series_index import Selector
+from store.tsdb import TimeSeriesStore
+from store.types import Float64Array, Int64Array, SeriesKey, is_stale_marker
+
+Fn = Literal["last", "avg", "min", "max", "sum", "count", "rate", "increase"]
+Combine = Literal["sum", "avg", "min", "max", "count"]
+FNS: tuple[str, ...] = ("last", "avg", "min", "max", "sum", "count", "rate", "increase")
+COMBINES: tuple[str, ...] = ("sum", "avg", "min", "max", "count")
+_IN_BATCH = 500
+
+
+@dataclass(frozen=True, slots=True)
+class RangeQuery:
+    selector: Selector
+    start_ms: int
+    end_ms: int
+    step_ms: int
+    fn: Fn = "avg"
+    by: tuple[str, ...] | None = None  # None: one result per series
+    combine: Combine = "sum"
+
+    def __post_init__(self) -> None:
+        if self.step_ms <= 0:
+            raise ValueError("step must be positive")
+        if self.end_ms < self.start_ms:
+            raise ValueError("end is before start")
+        if self.fn not in FNS:
+            raise ValueError(f"unknown function {self.fn!r}; one of {', '.join(FNS)}")
+        if self.combine not in COMBINES:
+            raise ValueError(f"unknown aggregation {self.combine!r}; one of {', '.join(COMBINES)}")
+        if (self.end_ms - self.start_ms) // self.step_ms > 100_000:
+            raise ValueError("too many points: at most 100,000 steps per series")
+
+
+@dataclass(slots=True)
+class SeriesResult:
+    labels: dict[str, str]
+    ts_ms: Int64Array
+    values: Float64Array
+    source: str = field(default="raw")
+
+    def points(self) -> list[tuple[int, float]]:
+        return [(t, v) for t, v in zip(self.ts_ms.tolist(), self.values.tolist()) if v == v]
+
+
+@dataclass(slots=True)
+class RawSeries:
+    key: SeriesKey
+    ts_ms: Int64Array
+    values: Float64Array
+
+
+class Reader:
+    def __init__(self, store: TimeSeriesStore) -> None:
+        self.store = store
+
+    # -- selection ---------------------------------------------------------------------------
+    def select(self, selector: Selector) -> list[tuple[int, SeriesKey]]:
+        with self.store.lock:
+            return self.store.index.select(selector)
+
+    # -- raw ---------------------------------------------------------------------------------
+    def raw(self, selector: Selector, start_ms: int, end_ms: int) -> list[RawSeries]:
+        """Every stored sample in [start, end] (staleness markers included)."""
+        found = self.select(selector)
+        if not found:
+            return []
+        sids = np.asarray([s for s, _ in found], np.int64)
+        snap = self.store.head_snapshot(sids, start_ms, end_ms)
+        chunk_data = self._chunk_samples(sids, snap.head_start, start_ms, end_ms)
+        out = []
+        for i, (sid, key) in enumerate(found):
+            old_ts, old_val = chunk_data.get(sid, (np.empty(0, np.int64), np.empty(0)))
+            _, head_ts, head_val = snap.parts[i]
+            from_head = head_ts >= snap.head_start[i]
+            ts = np.concatenate([old_ts, head_ts[from_head]])
+            val = np.concatenate([old_val, head_val[from_head]])
+            out.append(RawSeries(key, ts, val))
+        return out
+
+    def _chunk_samples(
+        self, sids: Int64Array, below: Int64Array, start_ms: int, end_ms: int
+    ) -> dict[int, tuple[Int64Array, Float64Array]]:
+        """Decoded chunk samples per series in [start, min(end, below[sid] - 1)]."""
+        wanted = [(int(s), int(b)) for s, b in zip(sids, below) if b > start_ms]
+        if not wanted:
+            return {}
+        limit = dict(wanted)
+        upper = min(end_ms, max(limit.values()) - 1)
+        parts: dict[int, list[tuple[Int64Array, Float64Array]]] = {}
+        p = self.store.backend.param
+        for group in _batches([s for s, _ in wanted]):
+            rows = self._fetch(
+                f"SELECT series_id, n, data FROM chunks WHERE series_id IN ({', '.join([p] * len(group))}) "
+                f"AND end_ms >= {p} AND start_ms <= {p} ORDER BY series_id, start_ms",
+                (*group, start_ms, upper),
+            )
+            for sid, n, data in rows:
+                ts, val = decode(bytes(data), int(n))
+                stop = min(end_ms, limit[int(sid)] - 1)
+                a, b = np.searchsorted(ts, [start_ms, stop + 1])
+                parts.setdefault(int(sid), []).append((ts[a:b], val[a:b]))
+        return {
+            sid: (np.concatenate([t for t, _ in chunks]), np.concatenate([v for _, v in chunks]))
+            for sid, chunks in parts.items()
+        }
+
+    def _fetch(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        conn = self.store.engine.raw_connection()
+        try:
+            cur = conn.cursor()
+            cur.execute(sql, tuple(params))
+            rows = cur.fetchall()
+            cur.close()
+            return [tuple(r) for r in rows]
+        finally:
+            conn.close()
+
+    # -- instant -----------------------------------------------------------------------------
+    def instant(
+        self, selector: Selector, at_ms: int, lookback_ms: int = 300_000
+    ) -> list[tuple[SeriesKey, int, float]]:
+        """Newest sample of each series in (at - lookback, at]; stale series are left out."""
+        out = []
+        for series in self.raw(selector, at_ms - lookback_ms + 1, at_ms):
+            if len(series.ts_ms) == 0:
+                continue
+            if is_stale_marker(series.values[-1:])[0]:
+                continue
+            out.append((series.key, int(series.ts_ms[-1]), float(series.values[-1])))
+        return out
+
+    # -- stepped range -----------------------------------------------------------------------
+    def range(self, query: RangeQuery) -> list[SeriesResult]:
+        found = self.select(query.selector)
+        step = query.step_ms
+        origin = query.start_ms // step * step
+        n_steps = (query.end_ms - origin) // step + 1
+        stamps = origin + np.arange(n_steps, dtype=np.int64) * step
+        if not found:
+            return []
+        frame, source = self._frame(found, origin - step, query.end_ms, step)
+        folded = regroup(frame, step, origin)
+        values = _fn_values(folded, query.fn, step)
+        keep = folded.bucket >= origin
+        row_of = {sid: i for i, (sid, _) in enumerate(found)}
+        matrix = np.full((len(found), n_steps), np.nan)
+        rows = np.asarray([row_of[s] for s in folded.sid[keep].tolist()], np.int64)
+        cols = (folded.bucket[keep] - origin) // step
+        if len(rows):
+            matrix[rows, cols] = values[keep]
+        if query.by is None:
+            return [
+                SeriesResult({"__name__": key.name, **key.labels_dict()}, stamps, matrix[i], source)
+                for i, (_, key) in enumerate(found)
+            ]
+        return _combine(found, matrix, stamps, query.by, query.combine, source)
+
+    def _frame(
+        self, found: list[tuple[int, SeriesKey]], start_ms: int, end_ms: int, step: int
+    ) -> tuple[Frame, str]:
+        sids = np.asarray([s for s, _ in found], np.int64)
+        resolution = self._tier_for(step, start_ms)
+        snap = self.store.head_snapshot(sids, start_ms, end_ms)
+        if resolution is None:
+            chunk_data = self._chunk_samples(sids, snap.head_start, start_ms, end_ms)
+            parts = []
+            for i, (sid, _) in enumerate(found):
+                _, head_ts, head_val = snap.parts[i]
+                take = head_ts >= snap.head_start[i]
+                old_ts, old_val = chunk_data.get(sid, (np.empty(0, np.int64), np.empty(0)))
+                ts = np.concatenate([old_ts, head_ts[take]])
+                val = np.concatenate([old_val, head_val[take]])
+                parts.append(Frame.from_samples(np.full(len(ts), sid, np.int64), ts, val))
+            return Frame.concat(parts), "raw"
+        rolled = self._rollup_rows(sids, resolution, start_ms, end_ms)
+        tails = []
+        for i, (sid, _) in enumerate(found):
+            _, head_ts, head_val = snap.parts[i]
+            take = head_ts >= snap.flushed_until[i]
+            tails.append(Frame.from_samples(np.full(int(take.sum()), sid, np.int64), head_ts[take], head_val[take]))
+        # Rollup rows only hold flushed samples (< flushed_until) and head tails only
+        # unflushed ones, so the union is every sample exactly once.
+        return Frame.concat([rolled, *tails]).sorted(), f"rollup_{resolution // 1000}s"
+
+    def _tier_for(self, step: int, start_ms: int) -> int | None:
+        opts = self.store.options
+        now = self.store.clock.now_ms()
+        for resolution in sorted(opts.rollup_resolutions_ms, reverse=True):
+            if step % resolution or start_ms % resolution:
+                continue
+            if start_ms < now - opts.rollup_retention_ms[resolution]:
+                continue
+            return resolution
+        return None
+
+    def _rollup_rows(self, sids: Int64Array, resolution: int, start_ms: int, end_ms: int) -> Frame:
+        p = self.store.backend.param
+        frames = []
+        for group in _batches(sids.tolist()):
+            rows = self._fetch(
+                'SELECT series_id, bucket_ms, "count", "sum", "min", "max", "first", "last", inc '
+                f"FROM rollups WHERE resolution_ms = {p} AND series_id IN ({', '.join([p] * len(group))}) "
+                f"AND bucket_ms >= {p} AND bucket_ms <= {p} ORDER BY series_id, bucket_ms",
+                (resolution, *group, start_ms, end_ms),
+            )
+            if rows:
+                cols = list(zip(*rows))
+                frames.append(
+                    Frame(
+                        np.asarray(cols[0], np.int64),
+                        np.asarray(cols[1], np.int64),
+                        np.asarray(cols[2], np.int64),
+                        *(np.asarray(c, np.float64) for c in cols[3:]),
+                    )
+                )
+        return Frame.concat(frames)
+
+    # -- histograms --------------------------------------------------------------------------
+    def histogram_quantile(
+        self,
+        q: float,
+        bucket_selector: Selector,
+        start_ms: int,
+        end_ms: int,
+        step_ms: int,
+        by: tuple[str, ...] = (),
+    ) -> list[SeriesResult]:
+        """Quantile q of a ``*_bucket`` histogram from the increase of its buckets per step."""
+        grouped = self.range(
+            RangeQuery(bucket_selector, start_ms, end_ms, step_ms, "increase", (*by, "le"), "sum")
+        )
+        groups: dict[tuple[str, ...], list[SeriesResult]] = {}
+        for result in grouped:
+            groups.setdefault(tuple(result.labels.get(label, "") for label in by), []).append(result)
+        out = []
+        for values, members in sorted(groups.items()):
+            bounds = np.asarray([parse_le(m.labels["le"]) for m in members])
+            counts = np.vstack([m.values for m in members])
+            quantile = bucket_quantile(q, bounds, counts)
+            out.append(SeriesResult(dict(zip(by, values)), members[0].ts_ms, quantile, members[0].source))
+        return out
+
+
+def _fn_values(frame: Frame, fn: str, step: int) -> Float64Array:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        if fn == "avg":
+            return frame.sum / frame.count
+        if fn == "sum":
+            return frame.sum.astype(np.float64)
+        if fn == "min":
+            return frame.min
+        if fn == "max":
+            return frame.max
+        if fn == "count":
+            return frame.count.astype(np.float64)
+        if fn == "last":
+            return frame.last
+        inc = increases(frame)
+        return inc if fn == "increase" else inc / (step / 1000.0)
+
+
+def _combine(
+    found: list[tuple[int, SeriesKey]],
+    matrix: Float64Array,
+    stamps: Int64Array,
+    by: tuple[str, ...],
+    how: str,
+    source: str,
+) -> list[SeriesResult]:
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, (_, key) in enumerate(found):
+        groups.setdefault(tuple(key.get(label) for label in by), []).append(i)
+    out = []
+    for values, rows in sorted(groups.items()):
+        block = matrix[rows]
+        present = ~np.isnan(block)
+        any_present = present.any(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if how == "sum":
+                agg = np.nansum(block, axis=0)
+            elif how == "avg":
+                agg = np.nansum(block, axis=0) / present.sum(axis=0)
+            elif how == "min":
+                agg = np.nanmin(np.where(present, block, np.inf), axis=0)
+            elif how == "max":
+                agg = np.nanmax(np.where(present, block, -np.inf), axis=0)
+            else:
+                agg = present.sum(axis=0).astype(np.float64)
+        if how != "count":
+            agg = np.where(any_present, agg, np.nan)
+        labels = {k: v for k, v in zip(by, values) if v != ""}
+        out.append(SeriesResult(labels, stamps, agg, source))
+    return out
+
+
+def _batches(items: Iterable[int]) -> Iterable[list[int]]:
+    batch: list[int] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == _IN_BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+__all__ = ["Reader", "RangeQuery", "SeriesResult", "RawSeries", "NEVER"]

@@ -1,0 +1,39 @@
+"""Retention: drop raw chunks and rollups older than their resolution's window."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from store.tsdb import TimeSeriesStore
+
+log = logging.getLogger(__name__)
+
+
+def apply_retention(store: TimeSeriesStore, now_ms: int) -> dict[str, int]:
+    """Delete what has aged out; returns rows deleted per kind. Runs under the store lock."""
+    opts = store.options
+    p = store.backend.param
+    conn = store._conn
+    cur = conn.cursor()
+    deleted: dict[str, int] = {}
+    try:
+        cur.execute(f"DELETE FROM chunks WHERE end_ms < {p}", (now_ms - opts.raw_retention_ms,))
+        deleted["chunks"] = max(cur.rowcount, 0)
+        for resolution in opts.rollup_resolutions_ms:
+            horizon = now_ms - opts.rollup_retention_ms[resolution]
+            cur.execute(
+                f"DELETE FROM rollups WHERE resolution_ms = {p} AND bucket_ms <= {p}",
+                (resolution, horizon - resolution),
+            )
+            deleted[f"rollups_{resolution}"] = max(cur.rowcount, 0)
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    finally:
+        cur.close()
+    if any(deleted.values()):
+        log.info("retention removed %s", deleted)
+    return deleted

@@ -1,0 +1,93 @@
+"""The one SQLAlchemy MetaData of the store; Alembic autogenerates against it.
+
+Tables (all timestamps integer milliseconds UTC):
+
+* ``series``   — one row per distinct metric name + label set, found by ``label_hash``.
+* ``wal``      — write-ahead: one row per acknowledged batch, columnar payload, no per-series
+                 index, so appending costs one small insert and one commit.
+* ``chunks``   — per series, compressed blocks of samples (see :mod:`store.codec`).
+* ``rollups``  — per series and bucket at each rollup resolution: count, sum, min, max,
+                 first, last and the reset-corrected increase inside the bucket.
+
+Later parts of the service add their own tables to :data:`metadata`.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Double,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+)
+
+# SQLite only makes an INTEGER PRIMARY KEY an alias of the rowid (and so autoincrementing);
+# BIGINT elsewhere.
+IdType = BigInteger().with_variant(Integer(), "sqlite")
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING)
+
+series = Table(
+    "series",
+    metadata,
+    Column("id", IdType, primary_key=True, autoincrement=True),
+    Column("metric", String(255), nullable=False, index=True),
+    Column("labels", Text, nullable=False),  # JSON object, keys sorted
+    Column("label_hash", BigInteger, nullable=False, unique=True),
+    Column("created_ms", BigInteger, nullable=False),
+)
+
+wal = Table(
+    "wal",
+    metadata,
+    Column("id", IdType, primary_key=True, autoincrement=True),
+    Column("created_ms", BigInteger, nullable=False),
+    Column("n", Integer, nullable=False),
+    Column("payload", LargeBinary, nullable=False),
+)
+
+chunks = Table(
+    "chunks",
+    metadata,
+    Column("series_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("start_ms", BigInteger, primary_key=True, autoincrement=False),
+    Column("end_ms", BigInteger, nullable=False),
+    Column("n", Integer, nullable=False),
+    Column("encoding", SmallInteger, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Index("ix_chunks_end_ms", "end_ms"),
+    sqlite_with_rowid=False,
+)
+
+rollups = Table(
+    "rollups",
+    metadata,
+    Column("resolution_ms", Integer, primary_key=True, autoincrement=False),
+    Column("series_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("bucket_ms", BigInteger, primary_key=True, autoincrement=False),
+    Column("count", Integer, nullable=False),
+    Column("sum", Double, nullable=False),
+    Column("min", Double, nullable=False),
+    Column("max", Double, nullable=False),
+    Column("first", Double, nullable=False),
+    Column("last", Double, nullable=False),
+    Column("inc", Double, nullable=False),
+    # No secondary index: it would add a third of the cost of every checkpoint, while
+    # retention (the only reader by time alone) runs every few minutes and can scan.
+    sqlite_with_rowid=False,
+)
+
+ROLLUP_COLUMNS = ("count", "sum", "min", "max", "first", "last", "inc")

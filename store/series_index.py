@@ -1,0 +1,159 @@
+"""Series ids in memory: key -> id for the ingest path, metric -> ids for selectors."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal, Sequence
+
+import numpy as np
+
+from store.backend import Backend
+from store.types import Int64Array, SeriesKey
+
+MatchOp = Literal["=", "!=", "=~", "!~"]
+
+
+@dataclass(frozen=True, slots=True)
+class Matcher:
+    """A label matcher as in PromQL; regexes are fully anchored."""
+
+    label: str
+    op: MatchOp
+    value: str
+
+    def __post_init__(self) -> None:
+        if self.op not in ("=", "!=", "=~", "!~"):
+            raise ValueError(f"unknown matcher operator {self.op!r}")
+        if self.op in ("=~", "!~"):
+            try:
+                re.compile(self.value)
+            except re.error as exc:
+                raise ValueError(f"bad regular expression for label {self.label!r}: {exc}") from exc
+
+    def matches(self, value: str) -> bool:
+        if self.op == "=":
+            return value == self.value
+        if self.op == "!=":
+            return value != self.value
+        hit = _compiled(self.value).fullmatch(value) is not None
+        return hit if self.op == "=~" else not hit
+
+    @classmethod
+    def parse(cls, text: str) -> Matcher:
+        """``k=v``, ``k!=v``, ``k=~re``, ``k!~re`` (as typed on a command line)."""
+        found = re.match(r"^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*(.*?)\s*$", text)
+        if not found:
+            raise ValueError(f"bad label matcher {text!r}: expected label=value, !=, =~ or !~")
+        value = found.group(3)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        return cls(found.group(1), found.group(2), value)  # type: ignore[arg-type]
+
+
+_regex_cache: dict[str, re.Pattern[str]] = {}
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    compiled = _regex_cache.get(pattern)
+    if compiled is None:
+        compiled = _regex_cache[pattern] = re.compile(pattern)
+    return compiled
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    metric: str | None
+    matchers: tuple[Matcher, ...] = ()
+
+    def matches(self, key: SeriesKey) -> bool:
+        if self.metric is not None and key.name != self.metric:
+            return False
+        for m in self.matchers:
+            value = key.name if m.label == "__name__" else key.get(m.label)
+            if not m.matches(value):
+                return False
+        return True
+
+
+def labels_json(key: SeriesKey) -> str:
+    return json.dumps(dict(key.labels), separators=(",", ":"), ensure_ascii=False)
+
+
+class SeriesIndex:
+    def __init__(self) -> None:
+        self._ids: dict[SeriesKey, int] = {}
+        self._keys: dict[int, SeriesKey] = {}
+        self._by_metric: dict[str, list[int]] = defaultdict(list)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def load(self, rows: Iterable[tuple[int, str, str]]) -> None:
+        for sid, metric, labels in rows:
+            self._add(int(sid), SeriesKey(metric, tuple(json.loads(labels).items())))
+
+    def _add(self, sid: int, key: SeriesKey) -> None:
+        self._ids[key] = sid
+        self._keys[sid] = key
+        self._by_metric[key.name].append(sid)
+
+    def get(self, key: SeriesKey) -> int | None:
+        return self._ids.get(key)
+
+    def key(self, sid: int) -> SeriesKey:
+        return self._keys[sid]
+
+    def max_id(self) -> int:
+        return max(self._keys, default=0)
+
+    def resolve(self, keys: Sequence[SeriesKey], backend: Backend, cur: Any, now_ms: int) -> Int64Array:
+        """Ids for ``keys``, inserting unknown series through ``cur`` (caller commits).
+
+        New ids are only remembered once the caller calls :meth:`commit_new` after its
+        transaction commits, so a rolled-back batch leaves no phantom ids behind.
+        """
+        ids = np.empty(len(keys), dtype=np.int64)
+        missing: list[int] = []
+        get = self._ids.get
+        for i, key in enumerate(keys):
+            sid = get(key)
+            if sid is None:
+                missing.append(i)
+            else:
+                ids[i] = sid
+        if missing:
+            fresh: dict[SeriesKey, int] = {}
+            todo = [keys[i] for i in missing if keys[i] not in fresh]
+            unique = list(dict.fromkeys(todo))
+            rows = [(k.name, labels_json(k), k.hash64(), now_ms) for k in unique]
+            for key, sid in zip(unique, backend.insert_series(cur, rows)):
+                fresh[key] = sid
+            for i in missing:
+                ids[i] = fresh[keys[i]]
+            self._uncommitted = fresh
+        else:
+            self._uncommitted = {}
+        return ids
+
+    def commit_new(self) -> None:
+        for key, sid in getattr(self, "_uncommitted", {}).items():
+            self._add(sid, key)
+        self._uncommitted = {}
+
+    def forget_new(self) -> None:
+        self._uncommitted = {}
+
+    def select(self, selector: Selector) -> list[tuple[int, SeriesKey]]:
+        if selector.metric is not None:
+            candidates: Iterable[int] = self._by_metric.get(selector.metric, ())
+        else:
+            candidates = self._keys
+        found = [(sid, self._keys[sid]) for sid in candidates if selector.matches(self._keys[sid])]
+        found.sort()
+        return found
+
+    def metrics(self) -> list[str]:
+        return sorted(name for name, ids in self._by_metric.items() if ids)

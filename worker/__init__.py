@@ -1,0 +1,1 @@
+"""Reference inference worker and load generator (standalone: imports nothing else of ours)."""

@@ -87,6 +87,8 @@ class SeriesIndex:
         self._ids: dict[SeriesKey, int] = {}
         self._keys: dict[int, SeriesKey] = {}
         self._by_metric: dict[str, list[int]] = defaultdict(list)
+        self._uncommitted: dict[SeriesKey, int] = {}
+        self._max_id = 0
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -99,6 +101,7 @@ class SeriesIndex:
         self._ids[key] = sid
         self._keys[sid] = key
         self._by_metric[key.name].append(sid)
+        self._max_id = max(self._max_id, sid)
 
     def get(self, key: SeriesKey) -> int | None:
         return self._ids.get(key)
@@ -107,7 +110,7 @@ class SeriesIndex:
         return self._keys[sid]
 
     def max_id(self) -> int:
-        return max(self._keys, default=0)
+        return self._max_id
 
     def resolve(self, keys: Sequence[SeriesKey], backend: Backend, cur: Any, now_ms: int) -> Int64Array:
         """Ids for ``keys``, inserting unknown series through ``cur`` (caller commits).
@@ -139,7 +142,7 @@ class SeriesIndex:
         return ids
 
     def commit_new(self) -> None:
-        for key, sid in getattr(self, "_uncommitted", {}).items():
+        for key, sid in self._uncommitted.items():
             self._add(sid, key)
         self._uncommitted = {}
 

@@ -207,7 +207,7 @@ class TimeSeriesStore:
         ids = np.asarray(batch.key_ids, dtype=np.int64)
         if len(ids) != len(batch.keys):
             raise ValueError("key_ids must give one id per key")
-        if len(ids) and (ids.min() < 1 or ids.max() >= self.head.capacity):
+        if len(ids) and (ids.min() < 1 or ids.max() > self.index.max_id()):
             raise ValueError("key_ids holds ids this store did not hand out")
         return ids
 

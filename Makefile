@@ -1,0 +1,40 @@
+# Two commands set up a fresh machine:
+#   make run    creates .venv, installs, migrates the SQLite store and starts `infermeter up`
+#   make test   creates .venv, installs the test tools, starts PostgreSQL if needed, runs pytest
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: run test install lint typecheck bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/infermeter db upgrade
+	$(BIN)/infermeter up
+
+test: $(STAMP)
+	scripts/ensure-postgres.sh
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+typecheck: $(STAMP)
+	$(BIN)/mypy store infermeter collector
+
+bench: $(STAMP)
+	scripts/ensure-postgres.sh
+	$(BIN)/python benchmarks/store_bench.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache

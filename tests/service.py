@@ -1,0 +1,49 @@
+"""Run the real service in-process on a loopback port (uvicorn in a thread)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import uvicorn
+
+from infermeter.api import create_app
+from infermeter.runtime import Runtime, build_runtime
+from infermeter.settings import Settings
+from store.clock import Clock
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serve(settings: Settings, clock: Clock | None = None) -> Iterator[tuple[str, Runtime]]:
+    runtime = build_runtime(settings, clock)
+    port = free_port()
+    config = uvicorn.Config(create_app(runtime), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    else:
+        raise RuntimeError("service did not start")
+    try:
+        yield base, runtime
+    finally:
+        server.should_exit = True
+        thread.join(30)

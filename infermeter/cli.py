@@ -6,8 +6,9 @@ import argparse
 import logging
 import math
 import sys
-from datetime import datetime, timezone
-from typing import Sequence, TextIO
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TextIO
 
 from infermeter.config_file import ConfigError, load_settings
 from infermeter.settings import Settings, format_duration, parse_duration_ms
@@ -133,7 +134,7 @@ def _print_table(results: Sequence[object], out: TextIO) -> None:
         cells = [float(r.values[i]) for r in typed]
         if all(math.isnan(c) for c in cells):
             continue
-        when = datetime.fromtimestamp(ts / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+        when = datetime.fromtimestamp(ts / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
         text = ["-" if math.isnan(c) else f"{c:.6g}" for c in cells]
         print(f"{when}  " + "  ".join(t.rjust(w) for t, w in zip(text, widths)), file=out)
 

@@ -8,7 +8,8 @@ SQLite gets ``executemany`` in one transaction; PostgreSQL gets binary ``COPY``.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Protocol, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 

@@ -51,8 +51,8 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array) -> int:
         for resolution in store.options.rollup_resolutions_ms:
             frame = regroup(samples, resolution)
             # A bucket that starts before what was flushed earlier may already have a row.
-            overlap = frame.bucket < head.flushed_until[frame.sid]
-            rollup_frames.append((resolution, frame, frame.take(np.flatnonzero(overlap))))
+            started = frame.bucket < head.flushed_until[frame.sid]
+            rollup_frames.append((resolution, frame, frame.take(np.flatnonzero(started))))
 
     all_sid, all_ts, all_val = head.unflushed()
     rest = all_ts >= cutoff[all_sid] if len(all_sid) else np.zeros(0, bool)

@@ -18,6 +18,7 @@ Invariant the reader relies on: ``head_start <= flushed_until``, so chunks (belo
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
 from store.types import Float64Array, Int64Array
 
@@ -27,7 +28,7 @@ NEVER = np.iinfo(np.int64).min
 class Head:
     def __init__(self) -> None:
         self.last_ts: Int64Array = np.empty(0, np.int64)
-        self.last_bits: npt_uint64 = np.empty(0, np.uint64)
+        self.last_bits: npt.NDArray[np.uint64] = np.empty(0, np.uint64)
         self.flushed_until: Int64Array = np.empty(0, np.int64)
         self.head_start: Int64Array = np.empty(0, np.int64)
         self._sid: Int64Array = np.empty(0, np.int64)
@@ -145,5 +146,3 @@ class Head:
         self.head_start[touched] = bound[touched]
         return dropped
 
-
-npt_uint64 = np.ndarray

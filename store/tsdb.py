@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from sqlalchemy import Engine, func, select
 
 from store import schema
@@ -98,7 +100,8 @@ class TimeSeriesStore:
     def open(self) -> None:
         with self.lock:
             with self.engine.connect() as conn:
-                self.index.load(conn.execute(select(schema.series.c.id, schema.series.c.metric, schema.series.c.labels)))
+                rows = conn.execute(select(schema.series.c.id, schema.series.c.metric, schema.series.c.labels))
+                self.index.load((int(r[0]), str(r[1]), str(r[2])) for r in rows)
                 self.head.ensure_capacity(self.index.max_id())
                 flushed = conn.execute(
                     select(schema.chunks.c.series_id, func.max(schema.chunks.c.end_ms)).group_by(
@@ -211,7 +214,7 @@ class TimeSeriesStore:
             raise ValueError("key_ids holds ids this store did not hand out")
         return ids
 
-    def _validate(self, sid: Int64Array, ts: Int64Array, val: Float64Array) -> npt_int8:
+    def _validate(self, sid: Int64Array, ts: Int64Array, val: Float64Array) -> npt.NDArray[np.int8]:
         head = self.head
         bits = val.view(np.uint64)
         status = np.zeros(len(sid), dtype=np.int8)
@@ -321,8 +324,6 @@ class HeadSnapshot:
     head_start: Int64Array
     flushed_until: Int64Array
 
-
-npt_int8 = np.ndarray
 
 
 def _sorted(sid: Int64Array, ts: Int64Array, val: Float64Array) -> tuple[Int64Array, Int64Array, Float64Array]:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -25,7 +26,8 @@ Float64Array = npt.NDArray[np.float64]
 
 def is_stale_marker(values: Float64Array) -> npt.NDArray[np.bool_]:
     """True where a value carries the exact staleness NaN bit pattern."""
-    return values.view(np.uint64) == np.uint64(STALE_NAN_BITS)
+    marked: npt.NDArray[np.bool_] = values.view(np.uint64) == np.uint64(STALE_NAN_BITS)
+    return marked
 
 
 def _escape(value: str) -> str:

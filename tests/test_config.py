@@ -91,6 +91,6 @@ def test_up_refuses_an_invalid_config(tmp_path: Path) -> None:
         [sys.executable, "-m", "infermeter", "up"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 1
-    assert f"infermeter.yaml:2: server.port: Input should be greater than or equal to 1" in proc.stderr
+    assert "infermeter.yaml:2: server.port: Input should be greater than or equal to 1" in proc.stderr
     assert "refusing to start" in proc.stderr
     assert not (tmp_path / "data").exists()

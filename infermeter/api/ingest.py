@@ -60,7 +60,7 @@ def _timestamp(value: Any) -> int:
         raise ValueError("expected integer milliseconds since the epoch")
     if value < 0 or value > 2**53:
         raise ValueError("timestamp out of range")
-    return value
+    return int(value)
 
 
 TimestampMs = Annotated[int, BeforeValidator(_timestamp)]

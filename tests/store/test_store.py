@@ -20,8 +20,8 @@ from store import (
     Selector,
     SeriesKey,
     StoreOptions,
+    schema,
 )
-from store import schema
 from tests.conftest import T0, StoreFactory
 
 MIN = 60_000

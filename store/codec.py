@@ -69,7 +69,8 @@ def _widen(buf: bytes, offset: int, count: int, width: int) -> tuple[Int64Array,
 def _decimals_per_segment(values: Float64Array, starts: Int64Array) -> Int64Array:
     """Per segment, the smallest k with every value exactly an integer / 10**k; -1 if none."""
     result = np.full(len(starts), -1, dtype=np.int64)
-    finite = np.isfinite(values)
+    # Negative zero would come back as +0.0 from the integer path; keep its bits exact.
+    finite = np.isfinite(values) & ~((values == 0) & np.signbit(values))
     for decimals in range(_MAX_DECIMALS + 1):
         scale = 10.0**decimals
         with np.errstate(invalid="ignore", over="ignore"):

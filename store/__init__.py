@@ -7,6 +7,7 @@ Imports nothing else of the project.
 
 from store.clock import Clock, ManualClock, SystemClock
 from store.engine import create_store_engine
+from store.interfaces import Appender, SeriesReader
 from store.options import StoreOptions
 from store.reader import RangeQuery, RawSeries, Reader, SeriesResult
 from store.series_index import Matcher, Selector
@@ -15,6 +16,8 @@ from store.types import STALE_NAN, Sample, SampleBatch, SeriesKey
 
 __all__ = [
     "AppendResult",
+    "Appender",
+    "SeriesReader",
     "Clock",
     "ManualClock",
     "Matcher",

@@ -302,3 +302,16 @@ def test_read_only_open_sees_unflushed_samples(make_store: StoreFactory) -> None
     assert series[0].values.tolist() == [1.0, 2.0]
     with pytest.raises(RuntimeError, match="not open for writing"):
         reader_store.append(batch((util("0"), T0 + 30_000, 3.0)))
+
+
+def test_store_and_reader_satisfy_the_stage_interfaces(make_store: StoreFactory) -> None:
+    from store import Appender, SeriesReader
+
+    store = make_store()
+    appender: Appender = store
+    reader: SeriesReader = Reader(store)
+    ids = appender.resolve([util("0"), util("1")])
+    assert ids.tolist() == appender.resolve([util("0"), util("1")]).tolist()
+    result = appender.append(SampleBatch.one_per_key([util("0"), util("1")], T0, np.asarray([1.0, 2.0]), ids))
+    assert result.accepted == 2
+    assert [s.values.tolist() for s in reader.raw(Selector("gpu_util"), T0, T0)] == [[1.0], [2.0]]

@@ -1,0 +1,31 @@
+"""The narrow interfaces other stages depend on; :class:`store.TimeSeriesStore` and
+:class:`store.Reader` implement them, and tests may hand in anything else that does."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol, Sequence
+
+from store.types import Int64Array, SampleBatch, SeriesKey
+
+if TYPE_CHECKING:
+    from store.reader import RangeQuery, RawSeries, SeriesResult
+    from store.series_index import Selector
+    from store.tsdb import AppendResult
+
+
+class Appender(Protocol):
+    def append(self, batch: SampleBatch) -> AppendResult:
+        """Store a batch; returns only once the accepted samples are durable."""
+        ...
+
+    def resolve(self, keys: Sequence[SeriesKey]) -> Int64Array:
+        """Ids for ``keys`` (creating new series) that later batches may carry as ``key_ids``."""
+        ...
+
+
+class SeriesReader(Protocol):
+    def range(self, query: RangeQuery) -> list[SeriesResult]: ...
+
+    def raw(self, selector: Selector, start_ms: int, end_ms: int) -> list[RawSeries]: ...
+
+    def instant(self, selector: Selector, at_ms: int, lookback_ms: int = 300_000) -> list[tuple[SeriesKey, int, float]]: ...

@@ -58,9 +58,7 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array) -> int:
     rest = all_ts >= cutoff[all_sid] if len(all_sid) else np.zeros(0, bool)
     carry = (all_sid[rest], all_ts[rest], all_val[rest])
 
-    conn = store._conn
-    cur = conn.cursor()
-    try:
+    with store.transaction() as cur:
         if chunk_rows:
             store.backend.bulk_insert(cur, "chunks", CHUNK_COLUMNS, chunk_rows)
         for resolution, frame, overlap in rollup_frames:
@@ -70,12 +68,6 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array) -> int:
         cur.execute("DELETE FROM wal")
         if len(carry[0]):
             store.backend.insert_wal(cur, store.clock.now_ms(), len(carry[0]), encode_wal(*carry))
-        conn.commit()
-    except BaseException:
-        conn.rollback()
-        raise
-    finally:
-        cur.close()
 
     head.mark_flushed(marked, cutoff)
     keep_from = np.where(head.last_ts == np.iinfo(np.int64).min, head.last_ts, head.last_ts - store.options.head_retain_ms)

@@ -15,10 +15,8 @@ def apply_retention(store: TimeSeriesStore, now_ms: int) -> dict[str, int]:
     """Delete what has aged out; returns rows deleted per kind. Runs under the store lock."""
     opts = store.options
     p = store.backend.param
-    conn = store._conn
-    cur = conn.cursor()
     deleted: dict[str, int] = {}
-    try:
+    with store.transaction() as cur:
         cur.execute(f"DELETE FROM chunks WHERE end_ms < {p}", (now_ms - opts.raw_retention_ms,))
         deleted["chunks"] = max(cur.rowcount, 0)
         for resolution in opts.rollup_resolutions_ms:
@@ -28,12 +26,6 @@ def apply_retention(store: TimeSeriesStore, now_ms: int) -> dict[str, int]:
                 (resolution, horizon - resolution),
             )
             deleted[f"rollups_{resolution}"] = max(cur.rowcount, 0)
-        conn.commit()
-    except BaseException:
-        conn.rollback()
-        raise
-    finally:
-        cur.close()
     if any(deleted.values()):
         log.info("retention removed %s", deleted)
     return deleted

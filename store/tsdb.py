@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -148,8 +149,7 @@ class TimeSeriesStore:
             return result
         with self.lock:
             now = self.clock.now_ms()
-            cur = self._conn.cursor()
-            try:
+            with self.transaction() as cur:
                 if batch.key_ids is not None:
                     key_ids = self._checked_ids(batch)
                 else:
@@ -163,13 +163,6 @@ class TimeSeriesStore:
                     sid, ts, val = sid[accepted], ts[accepted], val[accepted]
                 if len(sid):
                     self.backend.insert_wal(cur, now, len(sid), encode_wal(sid, ts, val))
-                self._conn.commit()
-            except BaseException:
-                self._conn.rollback()
-                self.index.forget_new()
-                raise
-            finally:
-                cur.close()
             self.index.commit_new()
             self.head.add(sid, ts, val)
             counts = np.bincount(status, minlength=4)
@@ -192,19 +185,28 @@ class TimeSeriesStore:
         if self._conn is None:
             raise RuntimeError("the store is not open for writing")
         with self.lock:
-            cur = self._conn.cursor()
-            try:
+            with self.transaction() as cur:
                 ids = self.index.resolve(keys, self.backend, cur, self.clock.now_ms())
-                self._conn.commit()
-            except BaseException:
-                self._conn.rollback()
-                self.index.forget_new()
-                raise
-            finally:
-                cur.close()
             self.index.commit_new()
             self.head.ensure_capacity(int(ids.max()) if len(ids) else 0)
             return ids
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """A cursor on the write connection; commits on success, rolls back on any error
+        (forgetting series ids handed out inside it). Call with the lock held."""
+        if self._conn is None:
+            raise RuntimeError("the store is not open for writing")
+        cur = self._conn.cursor()
+        try:
+            yield cur
+            self._conn.commit()
+        except BaseException:
+            self._conn.rollback()
+            self.index.forget_new()
+            raise
+        finally:
+            cur.close()
 
     def _checked_ids(self, batch: SampleBatch) -> Int64Array:
         ids = np.asarray(batch.key_ids, dtype=np.int64)

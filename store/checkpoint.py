@@ -15,6 +15,7 @@ import numpy as np
 
 from store.backend import CHUNK_COLUMNS
 from store.codec import ENCODING_V1, encode_segments
+from store.head import NEVER
 from store.rollup import Frame, merge_rows, regroup
 from store.types import Int64Array
 from store.wal import encode_wal
@@ -28,7 +29,8 @@ log = logging.getLogger(__name__)
 def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array) -> int:
     head = store.head
     sid, ts, val = head.unflushed_below(cutoff)
-    marked = np.flatnonzero((cutoff > head.flushed_until) & (head.last_ts >= head.flushed_until))
+    live = head.last_ts != NEVER
+    marked = np.flatnonzero(live & (cutoff > head.flushed_until) & (head.last_ts >= head.flushed_until))
     if len(sid) == 0 and len(marked) == 0:
         return 0
     chunk_rows: list[tuple[Any, ...]] = []

@@ -262,7 +262,8 @@ class TimeSeriesStore:
 
     def _maybe_checkpoint(self) -> None:
         cutoff = self.cutoffs()
-        pending = self.head.last_ts >= self.head.flushed_until
+        # Unused id slots hold NEVER in both arrays: they are not pending.
+        pending = (self.head.last_ts != NEVER) & (self.head.last_ts >= self.head.flushed_until)
         due = pending & (cutoff > self.head.flushed_until)
         n_due = int(np.count_nonzero(due))
         if n_due == 0:

@@ -40,15 +40,16 @@ def upgrade() -> None:
     )
     op.create_table(
         "chunks",
+        sa.Column("id", _id, primary_key=True, autoincrement=True),
         sa.Column("series_id", sa.BigInteger(), nullable=False),
         sa.Column("start_ms", sa.BigInteger(), nullable=False),
         sa.Column("end_ms", sa.BigInteger(), nullable=False),
         sa.Column("n", sa.Integer(), nullable=False),
         sa.Column("encoding", sa.SmallInteger(), nullable=False),
         sa.Column("data", sa.LargeBinary(), nullable=False),
-        sa.PrimaryKeyConstraint("series_id", "start_ms", name="pk_chunks"),
-        sqlite_with_rowid=False,
+        sa.PrimaryKeyConstraint("id", name="pk_chunks"),
     )
+    op.create_index("uq_chunks_series_id_start_ms", "chunks", ["series_id", "start_ms"], unique=True)
     op.create_index("ix_chunks_end_ms", "chunks", ["end_ms"])
     op.create_table(
         "rollups",
@@ -70,6 +71,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("rollups")
     op.drop_index("ix_chunks_end_ms", table_name="chunks")
+    op.drop_index("uq_chunks_series_id_start_ms", table_name="chunks")
     op.drop_table("chunks")
     op.drop_table("wal")
     op.drop_index("ix_series_metric", table_name="series")

@@ -315,3 +315,14 @@ def test_store_and_reader_satisfy_the_stage_interfaces(make_store: StoreFactory)
     result = appender.append(SampleBatch.one_per_key([util("0"), util("1")], T0, np.asarray([1.0, 2.0]), ids))
     assert result.accepted == 2
     assert [s.values.tolist() for s in reader.raw(Selector("gpu_util"), T0, T0)] == [[1.0], [2.0]]
+
+
+def test_checkpoint_runs_as_soon_as_every_live_series_is_due(make_store: StoreFactory) -> None:
+    # Default options: a 2 h chunk range, a 5 min out-of-order window and a 60 s grace.
+    store = make_store()
+    keys = [util(str(g)) for g in range(10)]
+    fill(store, keys, T0, 500, 15_000, lambda k, i: float(i))  # up to T0 + 2h + 4m45s
+    assert store.stats["checkpoints"] == 0
+    fill(store, keys, T0 + 500 * 15_000, 1, 15_000, lambda k, i: 1.0)  # T0 + 2h + 5m: all due
+    assert store.stats["checkpoints"] == 1
+    assert store.head.flushed_until[store.index.get(keys[0])] == T0 + 2 * HOUR

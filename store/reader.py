@@ -164,7 +164,9 @@ class Reader:
         stamps = origin + np.arange(n_steps, dtype=np.int64) * step
         if not found:
             return []
-        frame, source = self._frame(found, origin - step, query.end_ms, step)
+        # Only increase and rate look one step back (for the increase across the left edge).
+        lookback = step if query.fn in ("increase", "rate") else 0
+        frame, source = self._frame(found, origin - lookback, query.end_ms, step, query.fn)
         folded = regroup(frame, step, origin)
         values = _fn_values(folded, query.fn, step)
         keep = folded.bucket >= origin
@@ -182,7 +184,7 @@ class Reader:
         return _combine(found, matrix, stamps, query.by, query.combine, source)
 
     def _frame(
-        self, found: list[tuple[int, SeriesKey]], start_ms: int, end_ms: int, step: int
+        self, found: list[tuple[int, SeriesKey]], start_ms: int, end_ms: int, step: int, fn: str = "avg"
     ) -> tuple[Frame, str]:
         sids = np.asarray([s for s, _ in found], np.int64)
         resolution = self._tier_for(step, start_ms)
@@ -198,7 +200,7 @@ class Reader:
                 val = np.concatenate([old_val, head_val[take]])
                 parts.append(Frame.from_samples(np.full(len(ts), sid, np.int64), ts, val))
             return Frame.concat(parts), "raw"
-        rolled = self._rollup_rows(sids, resolution, start_ms, end_ms)
+        rolled = self._rollup_rows(sids, resolution, start_ms, end_ms, step, fn)
         tails = []
         for i, (sid, _) in enumerate(found):
             _, head_ts, head_val = snap.parts[i]
@@ -219,26 +221,41 @@ class Reader:
             return resolution
         return None
 
-    def _rollup_rows(self, sids: Int64Array, resolution: int, start_ms: int, end_ms: int) -> Frame:
+    def _rollup_rows(
+        self, sids: Int64Array, resolution: int, start_ms: int, end_ms: int, step: int, fn: str
+    ) -> Frame:
+        """Rollup rows of ``sids`` with buckets in [start, end].
+
+        For the aggregates SQL has (avg, sum, count, min, max) the database folds the rows
+        into query steps itself, so only one row per output point crosses into Python; the
+        others need consecutive rows (last value, increase across bucket edges) and fetch them.
+        Only the columns the function needs are read.
+        """
         p = self.store.backend.param
+        fold_in_sql = fn in _SQL_FOLDS and step > resolution
+        columns = _COLUMNS_FOR[fn]
         frames = []
         for group in _batches(sids.tolist()):
-            rows = self._fetch(
-                'SELECT series_id, bucket_ms, "count", "sum", "min", "max", "first", "last", inc '
-                f"FROM rollups WHERE resolution_ms = {p} AND series_id IN ({', '.join([p] * len(group))}) "
-                f"AND bucket_ms >= {p} AND bucket_ms <= {p} ORDER BY series_id, bucket_ms",
-                (resolution, *group, start_ms, end_ms),
+            marks = ", ".join([p] * len(group))
+            where = (
+                f"resolution_ms = {p} AND series_id IN ({marks}) AND bucket_ms >= {p} AND bucket_ms <= {p}"
             )
-            if rows:
-                cols = list(zip(*rows))
-                frames.append(
-                    Frame(
-                        np.asarray(cols[0], np.int64),
-                        np.asarray(cols[1], np.int64),
-                        np.asarray(cols[2], np.int64),
-                        *(np.asarray(c, np.float64) for c in cols[3:]),
-                    )
+            if fold_in_sql:
+                # start_ms is a multiple of step here, so the bucket arithmetic never meets
+                # negative numbers (where SQLite and PostgreSQL round differently).
+                select = ", ".join(_SQL_FOLDS_OF[c] for c in columns)
+                sql = (
+                    f"SELECT series_id, {p} + ((bucket_ms - {p}) / {p}) * {p} AS step_ms, {select} "
+                    f"FROM rollups WHERE {where} GROUP BY series_id, step_ms ORDER BY series_id, step_ms"
                 )
+                params: tuple[Any, ...] = (start_ms, start_ms, step, step, resolution, *group, start_ms, end_ms)
+            else:
+                quoted = ", ".join(f'"{c}"' for c in columns)
+                sql = f"SELECT series_id, bucket_ms, {quoted} FROM rollups WHERE {where} ORDER BY series_id, bucket_ms"
+                params = (resolution, *group, start_ms, end_ms)
+            rows = self._fetch(sql, params)
+            if rows:
+                frames.append(_frame_from_rows(rows, columns))
         return Frame.concat(frames)
 
     # -- histograms --------------------------------------------------------------------------
@@ -265,6 +282,36 @@ class Reader:
             quantile = bucket_quantile(q, bounds, counts)
             out.append(SeriesResult(dict(zip(by, values)), members[0].ts_ms, quantile, members[0].source))
         return out
+
+
+_SQL_FOLDS = ("avg", "sum", "count", "min", "max")
+_COLUMNS_FOR: dict[str, tuple[str, ...]] = {
+    "avg": ("count", "sum"),
+    "sum": ("count", "sum"),
+    "count": ("count",),
+    "min": ("count", "min"),
+    "max": ("count", "max"),
+    "last": ("count", "last"),
+    "increase": ("count", "first", "last", "inc"),
+    "rate": ("count", "first", "last", "inc"),
+}
+_SQL_FOLDS_OF = {"count": 'SUM("count")', "sum": 'SUM("sum")', "min": 'MIN("min")', "max": 'MAX("max")'}
+
+
+def _frame_from_rows(rows: list[tuple[Any, ...]], columns: tuple[str, ...]) -> Frame:
+    """Rows of (series_id, bucket, *columns) into a Frame; columns not read stay zero."""
+    table = np.asarray(rows, dtype=np.float64)
+    n = len(rows)
+    frame = Frame(
+        table[:, 0].astype(np.int64),
+        table[:, 1].astype(np.int64),
+        np.zeros(n, np.int64),
+        *(np.zeros(n) for _ in range(6)),
+    )
+    for i, name in enumerate(columns):
+        values = table[:, 2 + i]
+        setattr(frame, name, values.astype(np.int64) if name == "count" else values)
+    return frame
 
 
 def _fn_values(frame: Frame, fn: str, step: int) -> Float64Array:

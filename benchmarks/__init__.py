@@ -1,0 +1,1 @@
+"""Benchmarks: runnable scripts (``.venv/bin/python benchmarks/<name>.py``), not tests."""

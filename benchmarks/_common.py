@@ -1,0 +1,357 @@
+"""Shared helpers for the benchmarks: synthetic GPU-fleet data, timing, report lines and the
+external systems a benchmark compares against (PostgreSQL scratch databases, VictoriaMetrics).
+
+Nothing here imports the project beyond :mod:`store` value types, so a benchmark can use it
+without pulling in the service.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import httpx
+import numpy as np
+import numpy.typing as npt
+
+from store import SeriesKey
+
+T = TypeVar("T")
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+SCRAPE_MS = 15_000
+HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
+MIB = 1024 * 1024
+
+UTIL = "DCGM_FI_DEV_GPU_UTIL"
+POWER = "DCGM_FI_DEV_POWER_USAGE"
+ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+GPUS_PER_HOST = 8
+MODEL_NAME = "NVIDIA H100 80GB HBM3"
+
+
+# -- synthetic data ----------------------------------------------------------------------------
+def gpu_labels(gpu_index: int) -> dict[str, str]:
+    """dcgm-exporter's labels for the ``gpu_index``-th GPU of the fleet (8 GPUs a host)."""
+    host, gpu = divmod(gpu_index, GPUS_PER_HOST)
+    return {
+        "gpu": str(gpu),
+        "UUID": f"GPU-{uuid.UUID(int=(0x5EED << 96) | gpu_index)}",
+        "Hostname": f"gpu-node-{host:03d}",
+        "modelName": MODEL_NAME,
+        "device": f"nvidia{gpu}",
+        "DCGM_FI_DRIVER_VERSION": "550.54.15",
+    }
+
+
+def util_walk(rng: np.random.Generator, n_series: int, n_points: int) -> F64:
+    """Integer percent utilisation: a random walk clipped to 0..100, one row per series."""
+    steps = rng.integers(-6, 7, size=(n_series, n_points))
+    out = np.empty((n_series, n_points), np.float64)
+    level = rng.integers(0, 101, size=n_series).astype(np.int64)
+    for j in range(n_points):  # clipping makes the walk sequential; n_points is small enough
+        level = np.clip(level + steps[:, j], 0, 100)
+        out[:, j] = level
+    return out
+
+
+def power_walk(rng: np.random.Generator, n_series: int, n_points: int) -> F64:
+    """Board power in W with milliwatt resolution: ``round(300 + walk, 3)``, kept in 60..700."""
+    walk = np.cumsum(rng.normal(0.0, 4.0, size=(n_series, n_points)), axis=1)
+    return np.asarray(np.round(np.clip(300.0 + walk, 60.0, 700.0), 3), dtype=np.float64)
+
+
+def energy_counter(rng: np.random.Generator, n_series: int, n_points: int) -> F64:
+    """Total energy in mJ since driver load: integers, growing by ~power x 15 s each scrape."""
+    watts = np.clip(300.0 + np.cumsum(rng.normal(0.0, 4.0, size=(n_series, n_points)), axis=1), 60.0, 700.0)
+    start = rng.integers(10**10, 10**12, size=(n_series, 1)).astype(np.float64)
+    return start + np.cumsum(np.round(watts * (SCRAPE_MS / 1000) * 1000), axis=1)
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """``values[i, j]`` is series ``keys[i]`` at ``ts_ms[j]``."""
+
+    keys: list[SeriesKey]
+    ts_ms: I64
+    values: F64
+
+    @property
+    def n_series(self) -> int:
+        return len(self.keys)
+
+    @property
+    def n_points(self) -> int:
+        return len(self.ts_ms)
+
+    @property
+    def samples(self) -> int:
+        return self.n_series * self.n_points
+
+    def sids_ts_values(self, ids: I64) -> tuple[I64, I64, F64]:
+        """The samples as flat (series id, ts, value) columns, time-major as scraped."""
+        n, m = self.values.shape
+        sid = np.tile(ids.astype(np.int64), m)
+        ts = np.repeat(self.ts_ms, n)
+        return sid, ts, np.ascontiguousarray(self.values.T).reshape(-1)
+
+
+def mixed_fleet(n_series: int, n_points: int, start_ms: int, seed: int = 1) -> Fleet:
+    """A third utilisation, a third power, a third energy counters; each GPU has all three."""
+    rng = np.random.default_rng(seed)
+    per_kind = [n_series // 3, n_series // 3, n_series - 2 * (n_series // 3)]
+    blocks = [
+        util_walk(rng, per_kind[0], n_points),
+        power_walk(rng, per_kind[1], n_points),
+        energy_counter(rng, per_kind[2], n_points),
+    ]
+    keys = [
+        SeriesKey.of(name, gpu_labels(i))
+        for name, count in zip((UTIL, POWER, ENERGY), per_kind)
+        for i in range(count)
+    ]
+    ts = start_ms + np.arange(n_points, dtype=np.int64) * SCRAPE_MS
+    return Fleet(keys, ts, np.vstack(blocks))
+
+
+def util_fleet(n_series: int, n_points: int, start_ms: int, seed: int = 2) -> Fleet:
+    """GPU utilisation only (the dashboard query's data)."""
+    rng = np.random.default_rng(seed)
+    keys = [SeriesKey.of(UTIL, gpu_labels(i)) for i in range(n_series)]
+    ts = start_ms + np.arange(n_points, dtype=np.int64) * SCRAPE_MS
+    return Fleet(keys, ts, util_walk(rng, n_series, n_points))
+
+
+def recent_hour(hours_back: float = 0.0) -> int:
+    """An hour-aligned ms timestamp ``hours_back`` hours before now (VictoriaMetrics refuses
+    data far from the present, so synthetic data is placed just behind the wall clock)."""
+    now = time.time_ns() // 1_000_000
+    return (now - int(hours_back * HOUR_MS)) // HOUR_MS * HOUR_MS
+
+
+# -- timing and reporting -----------------------------------------------------------------------
+def timed(fn: Callable[[], T]) -> tuple[float, T]:
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
+def median_time(fn: Callable[[], object], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        elapsed, _ = timed(fn)
+        times.append(elapsed)
+    return statistics.median(times)
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    measured: float
+    goal: float
+    higher_is_better: bool
+
+    def line(self) -> str:
+        ok = self.measured >= self.goal if self.higher_is_better else self.measured <= self.goal
+        sign = ">=" if self.higher_is_better else "<="
+        return (
+            f"target {self.name}: {self.measured:.2f} (goal {sign} {self.goal:g}) {'PASS' if ok else 'SHORT'}"
+        )
+
+
+def rate(samples: int, seconds: float) -> str:
+    return f"{samples / seconds / 1e6:6.3f} M samples/s" if seconds > 0 else "inf"
+
+
+def section(title: str) -> None:
+    print(f"\n== {title} " + "=" * max(0, 78 - len(title)), flush=True)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def dir_bytes(path: Path, exclude: Sequence[str] = ()) -> int:
+    """Bytes of the regular files under ``path`` (apparent size), skipping top-level ``exclude``."""
+    total = 0
+    for entry in path.iterdir():
+        if entry.name in exclude:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            total += sum(f.stat().st_size for f in entry.rglob("*") if f.is_file() and not f.is_symlink())
+        elif entry.is_file():
+            total += entry.stat().st_size
+    return total
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str) -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------------
+def pg_dsn(database: str) -> str:
+    return f"host=127.0.0.1 port=5432 user=postgres dbname={database}"
+
+
+PG_ADMIN_DSN = pg_dsn("postgres")
+
+
+def postgres_available() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_ADMIN_DSN, connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+@contextlib.contextmanager
+def postgres_database(prefix: str) -> Iterator[str]:
+    """A throwaway database; yields its name and drops it on exit."""
+    import psycopg
+
+    name = f"{prefix}_{os.getpid()}_{int(time.time())}"
+    with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield name
+    finally:
+        with psycopg.connect(PG_ADMIN_DSN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def pg_store_url(database: str) -> str:
+    return f"postgresql+psycopg://postgres@127.0.0.1:5432/{database}"
+
+
+# -- VictoriaMetrics ----------------------------------------------------------------------------
+VM_BINARY = "/usr/bin/victoria-metrics"
+
+
+class VictoriaMetrics:
+    """A single-node VictoriaMetrics on a loopback port with its own storage directory."""
+
+    def __init__(self, storage: Path, binary: str = VM_BINARY) -> None:
+        self.storage = storage
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._log = open(storage.parent / f"{storage.name}.log", "wb")
+        self.proc = subprocess.Popen(
+            [
+                binary,
+                f"-storageDataPath={storage}",
+                f"-httpListenAddr=127.0.0.1:{self.port}",
+                "-retentionPeriod=100y",
+                "-loggerLevel=ERROR",
+                "-search.latencyOffset=0s",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        self.http = httpx.Client(base_url=self.url, timeout=600.0)
+        self._wait_ready()
+
+    @staticmethod
+    def available(binary: str = VM_BINARY) -> bool:
+        return os.access(binary, os.X_OK)
+
+    def _wait_ready(self, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"victoria-metrics exited with {self.proc.returncode}")
+            try:
+                if self.http.get("/health").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("victoria-metrics did not become healthy")
+
+    def import_fleet(self, fleet: Fleet, series_per_request: int = 50) -> None:
+        """``/api/v1/import`` JSON lines: one line per series with all its samples."""
+        ts = fleet.ts_ms.tolist()
+        for lo in range(0, fleet.n_series, series_per_request):
+            lines = []
+            for i in range(lo, min(lo + series_per_request, fleet.n_series)):
+                key = fleet.keys[i]
+                metric = {"__name__": key.name, **key.labels_dict()}
+                lines.append(
+                    json.dumps({"metric": metric, "values": fleet.values[i].tolist(), "timestamps": ts})
+                )
+            response = self.http.post("/api/v1/import", content="\n".join(lines).encode())
+            response.raise_for_status()
+
+    def flush_and_merge(self, timeout_s: float = 300.0) -> None:
+        """Make imported data searchable and fully merged (force_merge runs in the background:
+        wait until VictoriaMetrics reports no active forced merges)."""
+        self.http.get("/internal/force_flush").raise_for_status()
+        self.http.get("/internal/force_merge").raise_for_status()
+        deadline = time.monotonic() + timeout_s
+        time.sleep(0.5)
+        while time.monotonic() < deadline:
+            if self.metric("vm_active_force_merges") == 0:
+                break
+            time.sleep(0.25)
+        self.http.get("/internal/force_flush").raise_for_status()
+
+    def metric(self, name: str) -> float:
+        for line in self.http.get("/metrics").text.splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                return float(line.rsplit(" ", 1)[1])
+        return float("nan")
+
+    def query_range(self, query: str, start_ms: int, end_ms: int, step_ms: int) -> httpx.Response:
+        response = self.http.get(
+            "/api/v1/query_range",
+            params={
+                "query": query,
+                "start": f"{start_ms / 1000:.3f}",
+                "end": f"{end_ms / 1000:.3f}",
+                "step": f"{step_ms // 1000}s",
+                "nocache": "1",
+            },
+        )
+        response.raise_for_status()
+        return response
+
+    def stop(self) -> None:
+        self.http.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+    def __enter__(self) -> VictoriaMetrics:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -37,6 +37,9 @@ class Runtime:
     registry: CollectorRegistry
     api_metrics: ApiMetrics
     push_cache: SeriesCache = field(default_factory=SeriesCache)
+    # The series cache is not thread-safe and pushes parse on the thread pool; parsing is
+    # CPU-bound under the GIL anyway, so serialising it costs nothing.
+    push_lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     started: bool = False

@@ -8,6 +8,7 @@ from starlette.concurrency import run_in_threadpool
 
 from infermeter.api.deps import RuntimeDep, WriterDep
 from infermeter.api.ingest import BadPayload, BodyTooLarge, decode_exposition, decode_json, decompress
+from store.types import SampleBatch
 
 router = APIRouter(prefix="/api/v1", tags=["ingest"])
 
@@ -57,9 +58,12 @@ async def push_samples(request: Request, runtime: RuntimeDep, _auth: WriterDep) 
         content_type = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
         now = runtime.clock.now_ms()
         if content_type in _TEXT_TYPES:
-            batch = await run_in_threadpool(
-                decode_exposition, body, request.headers.get("content-type"), now, runtime.push_cache
-            )
+
+            def parse() -> SampleBatch:
+                with runtime.push_lock:
+                    return decode_exposition(body, request.headers.get("content-type"), now, runtime.push_cache)
+
+            batch = await run_in_threadpool(parse)
         elif content_type in ("application/json", ""):
             batch = await run_in_threadpool(decode_json, body, now)
         else:

@@ -1,0 +1,1 @@
+"""Scrape-side collection: fetching and parsing metrics from inference and GPU exporters."""

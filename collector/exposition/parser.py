@@ -1,0 +1,462 @@
+"""Fast parser for the Prometheus text (0.0.4) and OpenMetrics 1.0 exposition formats.
+
+Design: a target returns almost the same text on every scrape; the series part of a sample
+line (``name{labels}``) repeats verbatim and only the value changes.  The body is split into
+lines once; per sample line one C-level call (``rpartition('}')``, or a search for the first
+space when there are no labels) separates series text from value text, and the series text
+is looked up in a per-target :class:`SeriesCache`.  Only on a miss is the line parsed in full
+and the key stored.  A hit is sound because the cache holds only texts that parsed completely
+as a series (labelled texts and bare names in separate maps, so a malformed line cannot alias
+an entry of the other shape).  The value text is checked on every line: ``float()`` plus
+cheap character checks; anything else (tabs, timestamps, junk) goes through the one reference
+routine :func:`_value_ts`, so cold and warm parses accept the same lines with the same
+results.  Comment lines are memoised in the cache too.  Samples go into lists that become
+numpy arrays at the end; keys are interned, so ``key_index`` follows from object identity
+(``arange(n)`` when every series appears once).
+
+The first malformed line raises :class:`ParseError`; nothing partial is returned.  Tolerated:
+blank lines, leading/trailing blanks, CRLF, a UTF-8 BOM, ``name{}``, a trailing comma and
+blanks in a label set, several blanks between tokens, repeated HELP/TYPE lines (first wins),
+unknown escapes in HELP text.  ``keep_family`` is asked once per family and body; a line it
+drops is checked only up to the metric name (once the name's verdict is known, by looking
+at the text before the first '{').  OpenMetrics (``openmetrics=True``, or when ``None`` a
+body with a ``# EOF`` or ``# UNIT`` line): float-second timestamps, exemplars (validated,
+then dropped), nothing but blank lines after ``# EOF``; a missing ``# EOF`` is an error only
+with ``openmetrics=True``.  Family of a sample, for ``keep_family``: its name, less a
+``_bucket``/``_count``/``_sum``/``_total``/``_created``/``_info`` (or ``_gcount``/``_gsum``)
+suffix when a TYPE line declared the shorter name with a type that has that suffix.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from store.types import SampleBatch, SeriesKey
+
+__all__ = ["FamilyMeta", "ParseError", "ParseResult", "SeriesCache", "is_openmetrics_content_type",
+           "parse_exposition"]
+
+_NAME_RE: Final = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_VALUE: Final = r'[^"\\]*(?:\\.[^"\\]*)*'  # body of a quoted label value (escapes paired)
+_SEPS_RE: Final = re.compile(r'(?:,[a-zA-Z_][a-zA-Z0-9_]*=(?:",[a-zA-Z_][a-zA-Z0-9_]*=)*)?')
+_STEP_RE: Final = re.compile(  # '}' or one name="value" with its ',' (or before '}')
+    r'[ \t]*(?:(\})|([a-zA-Z_][a-zA-Z0-9_]*)[ \t]*=[ \t]*"(' + _VALUE + r')"[ \t]*(?:,|(?=\})))'
+)
+_DIAG_RE: Final = re.compile(r'[ \t]*([a-zA-Z_][a-zA-Z0-9_]*)?([ \t]*=[ \t]*")?')
+_QUOTED_RE: Final = re.compile("(" + _VALUE + ')"')
+_ESCAPE_RE: Final = re.compile(r"\\(.)")
+_HELP_ESCAPE_RE: Final = re.compile(r'\\[\\n"]')
+_META_RE: Final = re.compile(r"#[ \t]+(HELP|TYPE|UNIT)(?:[ \t]+(\S+))?(?:[ \t]+(.*))?$")
+_TYPES: Final = frozenset(("counter", "gauge", "histogram", "summary", "untyped", "info", "stateset",
+                           "gaugehistogram", "unknown"))
+_SUFFIXES: Final[dict[str, tuple[str, ...]]] = {  # sample suffixes belonging to a typed family
+    "counter": ("_total", "_created"),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+    "gaugehistogram": ("_bucket", "_gcount", "_gsum"),
+    "summary": ("_count", "_sum", "_created"),
+    "info": ("_info",),
+}
+_ALL_SUFFIXES: Final = ("_bucket", "_count", "_sum", "_total", "_created", "_info", "_gcount", "_gsum")
+
+
+class ParseError(ValueError):
+    """The first malformed line of a body; ``str(err) == f"line {line}: {reason}: {excerpt!r}"``."""
+
+    line: int  # 1-based
+    excerpt: str  # the offending line, truncated to 120 characters
+    reason: str
+
+    def __init__(self, line: int, reason: str, excerpt: str) -> None:
+        excerpt = excerpt.rstrip("\r")
+        excerpt = excerpt if len(excerpt) <= 120 else excerpt[:117] + "..."
+        super().__init__(f"line {line}: {reason}: {excerpt!r}")
+        self.line, self.reason, self.excerpt = line, reason, excerpt
+
+    def __reduce__(self) -> tuple[type[ParseError], tuple[int, str, str]]:
+        return (ParseError, (self.line, self.reason, self.excerpt))
+
+
+class _Bad(Exception):
+    """Internal: the current line is malformed (``args[0]``: why); the loop adds the line number."""
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyMeta:
+    """What the ``# HELP`` / ``# TYPE`` / ``# UNIT`` lines said about one family name."""
+
+    name: str
+    type: str
+    help: str
+    unit: str
+
+
+@dataclass(slots=True)
+class ParseResult:
+    """One parsed body: samples (explicit timestamps in ms, else ``default_ts_ms``) and metadata."""
+
+    batch: SampleBatch
+    families: dict[str, FamilyMeta]  # names that had HELP/TYPE/UNIT lines
+    skipped_samples: int = 0  # sample lines dropped by keep_family
+    new_series: int = 0  # sample lines whose series text missed the cache
+    openmetrics: bool = False  # the dialect the body was read as
+
+
+class SeriesCache:
+    """Maps the raw series text (everything before the value, e.g.
+    ``'vllm:num_requests_running{model_name="x"}'``) to its :class:`SeriesKey` so labels are
+    parsed only for series not seen before.  One per scrape target; not thread-safe.
+    Bounded: holding ``max_entries`` series (or remembered comment lines) at the start of a
+    parse, it is cleared, so it exceeds the bound by at most one body's worth (so size it
+    above the target's series count, or every parse of that target starts cold).
+    Keys are interned: equal keys are the same object.
+    """
+
+    __slots__ = ("max_entries", "hits", "misses", "_labelled", "_plain", "_comments", "_intern")
+
+    def __init__(self, max_entries: int = 100_000) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be positive")
+        self.max_entries = max_entries
+        self.hits = self.misses = 0
+        self._labelled: dict[str, SeriesKey] = {}  # series text minus its closing '}'
+        self._plain: dict[str, SeriesKey] = {}  # bare metric names
+        self._comments: dict[str, tuple[str, ...]] = {}  # validated comment lines
+        self._intern: dict[SeriesKey, SeriesKey] = {}
+
+    def __len__(self) -> int:
+        return len(self._labelled) + len(self._plain)
+
+    def get(self, series_text: str) -> SeriesKey | None:
+        """The cached key for a series text such as ``'up'`` or ``'up{job="x"}'``."""
+        if series_text.endswith("}"):
+            return self._labelled.get(series_text[:-1])
+        return self._plain.get(series_text)
+
+    def clear(self) -> None:
+        for part in (self._labelled, self._plain, self._comments, self._intern):
+            part.clear()
+
+    def _bound(self) -> SeriesCache:
+        if max(len(self), len(self._comments)) >= self.max_entries:
+            self.clear()
+        return self
+
+
+def is_openmetrics_content_type(content_type: str | None) -> bool:
+    """True for ``application/openmetrics-text`` (any parameters, any case)."""
+    if not content_type:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == "application/openmetrics-text"
+
+
+def _decode(body: str | bytes) -> str:
+    if isinstance(body, str):
+        text = body
+    else:
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            start, end = body.rfind(b"\n", 0, exc.start) + 1, body.find(b"\n", exc.start)
+            excerpt = body[start : end if end >= 0 else len(body)].decode("utf-8", "replace")
+            raise ParseError(body.count(b"\n", 0, exc.start) + 1, "invalid UTF-8", excerpt) from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _detect(text: str, lines: list[str]) -> bool:
+    """Whether the body holds a ``# EOF`` or ``# UNIT`` line (as the main loop reads lines)."""
+    if "# EOF" in text or "# UNIT" in text:
+        for line in lines:
+            line = line.strip(" \t\r")
+            if line == "# EOF" or ((m := _META_RE.match(line)) is not None and m.group(1) == "UNIT"):
+                return True
+    return False
+
+
+def _meta(line: str) -> tuple[str, ...]:
+    """(kind, name, text) for HELP/TYPE/UNIT, ("EOF",) for ``# EOF``, () for other comments."""
+    if line == "# EOF":
+        return ("EOF",)
+    m = _META_RE.match(line)
+    if m is None:
+        return ()
+    kind, name, rest = m.groups()
+    if name is None or _NAME_RE.fullmatch(name) is None:
+        raise _Bad(f"invalid metric name in # {kind} line")
+    if kind == "TYPE" and rest not in _TYPES:
+        raise _Bad("missing metric type" if rest is None else f"unknown metric type {rest!r}")
+    if kind == "HELP" and rest and "\\" in rest:
+        rest = _HELP_ESCAPE_RE.sub(lambda e: "\n" if e.group() == "\\n" else e.group()[1], rest)
+    return (kind, name, rest or "")
+
+
+def _unescape_label(raw: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        c = m.group(1)
+        if c == "n":
+            return "\n"
+        if c == "\\" or c == '"':
+            return c
+        raise _Bad(f"invalid escape sequence \\{c} in label value")
+
+    return _ESCAPE_RE.sub(one, raw)
+
+
+def _label_error(text: str, pos: int) -> str:
+    """Why no label (nor '}') could be read at ``pos``."""
+    m = _DIAG_RE.match(text, pos)
+    assert m is not None  # every part is optional
+    after = text[m.end() :].lstrip(" \t")
+    if m.group(1) is None:
+        return "invalid label name" if after else "unterminated label set"
+    if m.group(2) is None:
+        return "unterminated label set" if not after else (
+            "expected '=\"' after label name" if text[m.end()] in " \t=" else "invalid label name")
+    value = _QUOTED_RE.match(text, m.end())
+    if value is None:
+        return "unterminated label value"
+    _unescape_label(value.group(1))  # raises on a bad escape
+    return "expected ',' or '}' after label value" if text[value.end() :].strip(" \t") else (
+        "unterminated label set")
+
+
+def _labels(text: str, start: int) -> tuple[list[tuple[str, str]], int]:
+    """The label set whose '{' is at ``start``: decoded pairs and the index after '}'."""
+    end = text.rfind("}")  # usual case: no escapes or blanks, the set ends at the last '}'
+    if end > start and "\\" not in text[start:end]:
+        parts = ("," + text[start + 1 : end]).split('"')  # [',n1=', v1, ',n2=', v2, tail]
+        if len(parts) & 1:
+            seps = parts[0::2]
+            tail = seps.pop()
+            if (tail == "" or tail == ",") and _SEPS_RE.fullmatch('"'.join(seps)) is not None:
+                return [(sep[1:-1], value) for sep, value in zip(seps, parts[1::2])], end + 1
+    pairs: list[tuple[str, str]] = []
+    pos = start + 1
+    while (m := _STEP_RE.match(text, pos)) is not None:
+        if m.group(1) is not None:
+            return pairs, m.end()
+        raw = m.group(3)
+        pairs.append((m.group(2), _unescape_label(raw) if "\\" in raw else raw))
+        pos = m.end()
+    raise _Bad(_label_error(text, pos))
+
+
+def _parse_series(line: str, keep: Callable[[str], bool] | None) -> tuple[bool, str, SeriesKey, int] | None:
+    """Cache miss: (has labels, cache text, key, index where the value text starts), or None
+    when ``keep`` rejects the metric name (the labels are then not looked at)."""
+    m = _NAME_RE.match(line)
+    if m is None:
+        raise _Bad("invalid metric name")
+    name, end = m.group(), m.end()
+    nxt = line[end : end + 1]
+    if nxt != "{" and nxt != " " and nxt != "\t":
+        raise _Bad("missing value" if not nxt else "invalid metric name")
+    if keep is not None and not keep(name):
+        return None
+    if nxt != "{":
+        return False, name, SeriesKey(name), end
+    labels, end = _labels(line, end)
+    if len({label for label, _ in labels}) != len(labels):
+        names = [label for label, _ in labels]
+        raise _Bad(f"duplicate label name {next(n for i, n in enumerate(names) if n in names[:i])!r}")
+    return True, line[: end - 1], SeriesKey(name, tuple(labels)), end
+
+
+def _value_ts(rest: str, om: bool) -> tuple[float, int | None]:
+    """Reference parse of the text after the series: ``<blank>value[<blank>timestamp]``."""
+    if not rest or (rest[0] != " " and rest[0] != "\t"):
+        raise _Bad("expected blank before value" if rest.strip() else "missing value")
+    if not rest.isascii() or "_" in rest:
+        raise _Bad("invalid value")
+    toks = rest.split()
+    if not toks or len(toks) > 2:
+        raise _Bad("unexpected text after timestamp" if toks else "missing value")
+    try:
+        value = float(toks[0])
+    except ValueError:
+        raise _Bad("invalid value") from None
+    if len(toks) == 1:
+        return value, None
+    try:
+        if om:  # float seconds
+            seconds = float(toks[1])
+            ts = round(seconds * 1000.0) if math.isfinite(seconds) else None
+        else:  # integer milliseconds
+            ts = int(toks[1])
+    except ValueError:
+        ts = None
+    if ts is None or not -(2**63) <= ts < 2**63:
+        raise _Bad("invalid timestamp")
+    return value, ts
+
+
+def _check_exemplar(text: str) -> None:
+    """``text`` follows ``' # '``: ``{labels} value [timestamp]``; validated, then dropped."""
+    if not text.startswith("{"):
+        raise _Bad("invalid exemplar")
+    _value_ts(text[_labels(text, 0)[1] :], True)
+
+
+def _family_of(name: str, types: dict[str, str]) -> str:
+    if name not in types:
+        for suffix in _ALL_SUFFIXES:
+            if name.endswith(suffix) and suffix in _SUFFIXES.get(types.get(name[: -len(suffix)], ""), ()):
+                return name[: -len(suffix)]
+    return name
+
+
+def parse_exposition(
+    body: str | bytes,
+    *,
+    default_ts_ms: int,
+    openmetrics: bool | None = None,
+    cache: SeriesCache | None = None,
+    keep_family: Callable[[str], bool] | None = None,
+) -> ParseResult:
+    """Parse one scrape body into a columnar batch; raises :class:`ParseError` on the first
+    malformed line.  ``keep_family(family)`` returning False drops that family's samples."""
+    text = _decode(body)
+    om = openmetrics  # None: undecided until a line needs it or the loop has seen every line
+    cache = SeriesCache() if cache is None else cache._bound()
+    labelled, plain, comments = cache._labelled, cache._plain, cache._comments
+    labelled_get, plain_get, comments_get = labelled.get, plain.get, comments.get
+    intern = cache._intern
+    lines = text.split("\n")
+    keys_seq, values, ts_pos, ts_val = list[SeriesKey](), list[float](), list[int](), list[int]()
+    add_key, add_value = keys_seq.append, values.append
+    types, helps, units = dict[str, str](), dict[str, str](), dict[str, str]()  # from metadata lines
+    decided, by_family = dict[str, bool](), dict[str, bool]()  # keep_family verdicts: by name, family
+    decided_get = decided.get
+    skipped = misses = eof_line = lineno = 0
+    keep: Callable[[str], bool] | None = None
+    if keep_family is not None:
+        want = keep_family
+
+        def keep(name: str) -> bool:
+            verdict = decided_get(name)
+            if verdict is None:
+                family = _family_of(name, types)
+                verdict = by_family.get(family)
+                if verdict is None:
+                    verdict = by_family[family] = bool(want(family))
+                decided[name] = verdict
+            return verdict
+
+    try:
+        for lineno, line in enumerate(lines, 1):
+            if not line:
+                continue
+            if line[0] <= "#":  # comment, blank or indented line (names start above '#')
+                if line[0] != "#":
+                    line = line.strip(" \t\r")
+                    if not line:
+                        continue
+                if line[0] == "#":
+                    line = line.rstrip(" \t\r")
+                    meta = comments_get(line)
+                    if meta is None:
+                        meta = comments[line] = _meta(line)
+                    if not meta:
+                        continue
+                    kind = meta[0]
+                    if kind == "TYPE":
+                        types.setdefault(meta[1], meta[2])
+                    elif kind == "HELP":
+                        helps.setdefault(meta[1], meta[2])
+                    elif kind == "UNIT":
+                        units.setdefault(meta[1], meta[2])
+                        om = True if om is None else om
+                    elif om is not False:  # "# EOF"
+                        om, eof_line = True, lineno
+                        break
+                    continue
+            if keep is not None and (b := line.find("{")) > 0 and decided_get(line[:b]) is False:
+                skipped += 1  # a name already dropped (decided holds valid names only), then '{'
+                continue
+            head, exemplar = line, None
+            if om and (h := line.find(" # ")) >= 0:
+                exemplar, head = line[h + 3 :], line[:h]
+            series, brace, rest = head.rpartition("}")
+            if brace:
+                key = labelled_get(series)
+            else:
+                sp = head.find(" ")
+                series, rest = (head[:sp], head[sp:]) if sp >= 0 else (head, "")
+                key = plain_get(series)
+            if key is None:  # new series text: full parse
+                parsed = _parse_series(line, keep)
+                if parsed is None:
+                    skipped += 1
+                    continue
+                has_labels, series, key, end = parsed
+                key = intern.setdefault(key, key)
+                (labelled if has_labels else plain)[series] = key
+                misses += 1
+                rest, exemplar = line[end:], None
+                if " # " in rest and (om if om is not None else (om := _detect(text, lines))):
+                    h = rest.find(" # ")
+                    exemplar, rest = rest[h + 3 :], rest[:h]
+            elif keep is not None:
+                verdict = decided_get(key.name)
+                if not (keep(key.name) if verdict is None else verdict):
+                    skipped += 1
+                    continue
+            try:  # the usual value text (' 12.5'), else the reference routine
+                value = float(rest)
+                if rest[0] != " " or "_" in rest or not rest.isascii():
+                    raise ValueError(rest)
+            except ValueError:
+                if om is None:
+                    om = _detect(text, lines)
+                if om and exemplar is None and (h := rest.find(" # ")) >= 0:
+                    exemplar, rest = rest[h + 3 :], rest[:h]  # not cut while undecided
+                value, ts = _value_ts(rest, om)
+                if ts is not None:
+                    ts_pos.append(len(values))
+                    ts_val.append(ts)
+            if exemplar is not None:
+                _check_exemplar(exemplar)
+            add_key(key)
+            add_value(value)
+    except _Bad as exc:
+        raise ParseError(lineno, exc.args[0], lines[lineno - 1]) from None
+
+    if eof_line:
+        for j in range(eof_line, len(lines)):
+            if lines[j].strip(" \t\r"):
+                raise ParseError(j + 1, "content after # EOF", lines[j])
+    elif openmetrics:
+        last = max((i for i, ln in enumerate(lines) if ln.strip(" \t\r")), default=-1)
+        raise ParseError(last + 2, "missing '# EOF' at end of OpenMetrics body", "")
+    cache.hits += len(keys_seq) - misses
+    cache.misses += misses
+    default_type = "unknown" if om else "untyped"  # undecided still: no EOF/UNIT line, 0.0.4
+    families = {n: FamilyMeta(n, types.get(n, default_type), helps.get(n, ""), units.get(n, ""))
+                for n in dict.fromkeys([*types, *helps, *units])}
+    return ParseResult(_build_batch(keys_seq, values, ts_pos, ts_val, default_ts_ms), families,
+                       skipped, misses, bool(om))
+
+
+def _build_batch(keys_seq: list[SeriesKey], values: list[float], ts_pos: list[int],
+                 ts_val: list[int], default_ts_ms: int) -> SampleBatch:
+    n = len(keys_seq)
+    keys: list[SeriesKey] = keys_seq
+    key_index = np.arange(n, dtype=np.int64)
+    if len(set(map(id, keys_seq))) != n:  # a series repeats; keys are interned: identity is equality
+        position: dict[int, int] = {}
+        keys = []
+        for i, key in enumerate(keys_seq):
+            p = position.get(id(key))
+            if p is None:
+                p = position[id(key)] = len(keys)
+                keys.append(key)
+            key_index[i] = p
+    ts = np.full(n, default_ts_ms, dtype=np.int64)
+    if ts_pos:
+        ts[np.array(ts_pos, dtype=np.int64)] = np.array(ts_val, dtype=np.int64)
+    return SampleBatch(keys, key_index, ts, np.array(values, dtype=np.float64))

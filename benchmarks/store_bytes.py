@@ -1,0 +1,121 @@
+"""Section 2 of :mod:`benchmarks.store_bench`: bytes per sample of the ingest section's SQLite
+file, and of the same samples in VictoriaMetrics."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks._common import MIB, Fleet, Target, VictoriaMetrics, dir_bytes, section
+
+BYTES_GOAL = 4.0
+
+
+@dataclass(frozen=True)
+class SqliteSizes:
+    """Sizes in bytes of one VACUUMed SQLite store file."""
+
+    file: int
+    trees: dict[str, int]  # b-tree name -> bytes of its pages (dbstat), or an estimate
+    chunk_payload: int  # SUM(length(data))
+    chunk_samples: int
+    chunk_rows: int
+    rollup_rows: dict[int, int]  # resolution_ms -> rows
+    chunk_overflow: tuple[int, int, int] | None  # overflow pages of chunks: (count, bytes, unused bytes)
+    exact: bool  # dbstat was available
+
+
+def sqlite_sizes(path: Path) -> SqliteSizes:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("VACUUM")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    payload, samples, rows = conn.execute("SELECT SUM(length(data)), SUM(n), COUNT(*) FROM chunks").fetchone()
+    rollup_rows = dict(
+        conn.execute("SELECT resolution_ms, COUNT(*) FROM rollups GROUP BY resolution_ms").fetchall()
+    )
+    overflow: tuple[int, int, int] | None = None
+    try:
+        trees = {
+            name: int(size)
+            for name, size in conn.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")
+        }
+        count, pages, unused = conn.execute(
+            "SELECT COUNT(*), COALESCE(SUM(pgsize), 0), COALESCE(SUM(unused), 0) FROM dbstat "
+            "WHERE name = 'chunks' AND pagetype = 'overflow'"
+        ).fetchone()
+        overflow = (int(count), int(pages), int(unused))
+        exact = True
+    except sqlite3.OperationalError:
+        # No dbstat: the payload plus a rough per-row overhead; rollups at ~9 bytes a column.
+        trees = {"chunks": int(payload) + 40 * int(rows), "rollups": 90 * sum(rollup_rows.values())}
+        exact = False
+    conn.close()
+    return SqliteSizes(
+        path.stat().st_size, trees, int(payload), int(samples), int(rows), rollup_rows, overflow, exact
+    )
+
+
+def vm_bytes(fleet: Fleet, tmp: Path) -> tuple[int, int, int] | None:
+    """(data/, indexdb/, everything but cache/) bytes after import, flush and force merge."""
+    if not VictoriaMetrics.available():
+        return None
+    storage = tmp / "vm_bytes"
+    with VictoriaMetrics(storage) as vm:
+        vm.import_fleet(fleet)
+        vm.flush_and_merge()
+        data = dir_bytes(storage / "data")
+        index = dir_bytes(storage / "indexdb")
+        total = dir_bytes(storage, exclude=("cache",))
+    return data, index, total
+
+
+def bench_bytes(db_path: Path, fleet: Fleet, tmp: Path, use_vm: bool) -> list[str]:
+    section("2. bytes per sample")
+    sizes = sqlite_sizes(db_path)
+    samples = sizes.chunk_samples
+    if samples != fleet.samples:
+        print(f"WARNING: chunks hold {samples:,} samples, {fleet.samples:,} were appended")
+    per = 1 / samples
+    chunk_pages = sizes.trees["chunks"]
+    rollups = sizes.trees.get("rollups", 0)
+    series = sum(size for name, size in sizes.trees.items() if "series" in name)
+    source = "dbstat pages" if sizes.exact else "estimate (no dbstat)"
+    print(
+        f"SQLite, the scrape-shaped ingest file after close and VACUUM: {samples:,} samples in {sizes.chunk_rows:,} chunks"
+    )
+    print(f"  chunk payload, SUM(length(data))            {sizes.chunk_payload * per:7.3f} B/sample")
+    print(f"  chunks table, {source:<29} {chunk_pages * per:7.3f} B/sample   <- target")
+    if sizes.chunk_overflow is not None:
+        count, pages, unused = sizes.chunk_overflow
+        print(
+            f"    of which overflow pages                   {pages * per:7.3f} B/sample "
+            f"({count:,} pages, {unused / max(pages, 1):.0%} of their bytes unused)"
+        )
+    print(
+        f"  ix_chunks_end_ms index                      {sizes.trees.get('ix_chunks_end_ms', 0) * per:7.3f} B/sample"
+    )
+    rows = ", ".join(f"{res // 1000}s: {n:,} rows" for res, n in sorted(sizes.rollup_rows.items()))
+    print(f"  rollups ({rows})".ljust(46) + f"{rollups * per:7.3f} B/sample")
+    print(f"  series table and its indexes                {series * per:7.3f} B/sample")
+    print(
+        f"  whole database file                         {sizes.file * per:7.3f} B/sample ({sizes.file / MIB:.1f} MiB)"
+    )
+    print(
+        "  (the whole file holds the rollups in addition to the raw chunks: 1m and 1h aggregates, kept"
+        " 35 d / 400 d while raw chunks go after 7 d; at 15 s scrapes they cost more than the chunks)"
+    )
+    vm = vm_bytes(fleet, tmp) if use_vm else None
+    if vm is None:
+        print("VictoriaMetrics: SKIP (" + ("not installed" if use_vm else "--no-vm") + ")")
+    else:
+        data, index, total = vm
+        print("VictoriaMetrics, the same samples via /api/v1/import, after force_flush and force_merge:")
+        print(f"  data/ (samples)                             {data * per:7.3f} B/sample")
+        print(f"  indexdb/ (series index)                     {index * per:7.3f} B/sample")
+        print(f"  everything but cache/                       {total * per:7.3f} B/sample")
+        print(
+            f"  ours / VictoriaMetrics: chunks table {chunk_pages / max(data, 1):.2f}x data/, "
+            f"whole file {sizes.file / max(total, 1):.2f}x everything"
+        )
+    return [Target("bytes_per_sample_sqlite", chunk_pages * per, BYTES_GOAL, False).line()]

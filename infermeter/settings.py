@@ -83,6 +83,7 @@ class StoreSettings(_Strict):
     checkpoint_grace: DurationMs = 60_000
     retention: RetentionSettings = RetentionSettings()
     maintenance_interval: DurationMs = 30_000
+    rollup_cache_rows: int = Field(2_000_000, ge=0)
 
     @field_validator("url")
     @classmethod
@@ -106,6 +107,7 @@ class StoreSettings(_Strict):
             checkpoint_grace_ms=self.checkpoint_grace,
             raw_retention_ms=self.retention.raw,
             rollup_retention_ms={60_000: self.retention.rollup_1m, 3_600_000: self.retention.rollup_1h},
+            rollup_cache_rows=self.rollup_cache_rows,
         )
 
 

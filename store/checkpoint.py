@@ -60,6 +60,7 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array) -> int:
     rest = all_ts >= cutoff[all_sid] if len(all_sid) else np.zeros(0, bool)
     carry = (all_sid[rest], all_ts[rest], all_val[rest])
 
+    written: list[tuple[int, Frame, Frame]] = []
     with store.transaction() as cur:
         if chunk_rows:
             store.backend.bulk_insert(cur, "chunks", CHUNK_COLUMNS, chunk_rows)
@@ -67,11 +68,17 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array) -> int:
             if len(overlap):
                 frame = _merge_existing(store, cur, resolution, frame, overlap)
             store.backend.insert_rollups(cur, resolution, frame)
+            written.append((resolution, frame, overlap))
         cur.execute("DELETE FROM wal")
         if len(carry[0]):
             store.backend.insert_wal(cur, store.clock.now_ms(), len(carry[0]), encode_wal(*carry))
 
     head.mark_flushed(marked, cutoff)
+    for resolution, frame, overlap in written:
+        # A merged bucket replaced a row a cached series already holds: refetch that series.
+        store.rollup_cache.invalidate(resolution, overlap.sid.tolist())
+        store.rollup_cache.extend(resolution, frame)
+    store.flush_epoch += 1
     keep_from = np.where(head.last_ts == np.iinfo(np.int64).min, head.last_ts, head.last_ts - store.options.head_retain_ms)
     head.trim(keep_from)
     log.debug("checkpoint: %d samples into %d chunks, %d carried", len(sid), len(chunk_rows), len(carry[0]))

@@ -29,6 +29,8 @@ class StoreOptions:
         default_factory=lambda: {MINUTE_MS: 35 * DAY_MS, HOUR_MS: 400 * DAY_MS}
     )
     retention_interval_ms: int = 10 * MINUTE_MS
+    # Rollup rows of recently read series kept in memory (about 72 bytes a row); 0 disables.
+    rollup_cache_rows: int = 2_000_000
 
     def __post_init__(self) -> None:
         for resolution in self.rollup_resolutions_ms:

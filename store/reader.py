@@ -23,6 +23,7 @@ from store.codec import decode
 from store.head import NEVER
 from store.quantile import bucket_quantile, parse_le
 from store.rollup import Frame, increases, regroup
+from store.rollup_cache import split_by_series
 from store.series_index import Selector
 from store.tsdb import TimeSeriesStore
 from store.types import Float64Array, Int64Array, SeriesKey, is_stale_marker
@@ -167,7 +168,7 @@ class Reader:
         # Only increase and rate look one step back (for the increase across the left edge).
         lookback = step if query.fn in ("increase", "rate") else 0
         frame, source = self._frame(found, origin - lookback, query.end_ms, step, query.fn)
-        folded = regroup(frame, step, origin)
+        folded = regroup(frame, step, origin, _NEEDS[query.fn])
         values = _fn_values(folded, query.fn, step)
         keep = folded.bucket >= origin
         row_of = {sid: i for i, (sid, _) in enumerate(found)}
@@ -200,15 +201,60 @@ class Reader:
                 val = np.concatenate([old_val, head_val[take]])
                 parts.append(Frame.from_samples(np.full(len(ts), sid, np.int64), ts, val))
             return Frame.concat(parts), "raw"
-        rolled = self._rollup_rows(sids, resolution, start_ms, end_ms, step, fn)
-        tails = []
-        for i, (sid, _) in enumerate(found):
+        sid_list = sids.tolist()
+        if self.store.rollup_cache.enabled:
+            per_series = self._cached_rollups(sid_list, resolution, start_ms, end_ms)
+        else:
+            rolled = self._rollup_rows(sids, resolution, start_ms, end_ms, step, fn)
+            per_series = split_by_series(rolled, sid_list)
+        # Rollup rows only hold flushed samples (< flushed_until) and head tails only
+        # unflushed ones, so the union is every sample exactly once; series by series, rows
+        # then tail, keeps the (series, time) order without sorting.
+        parts = []
+        for i, sid in enumerate(sid_list):
             _, head_ts, head_val = snap.parts[i]
             take = head_ts >= snap.flushed_until[i]
-            tails.append(Frame.from_samples(np.full(int(take.sum()), sid, np.int64), head_ts[take], head_val[take]))
-        # Rollup rows only hold flushed samples (< flushed_until) and head tails only
-        # unflushed ones, so the union is every sample exactly once.
-        return Frame.concat([rolled, *tails]).sorted(), f"rollup_{resolution // 1000}s"
+            parts.append(per_series[sid])
+            parts.append(Frame.from_samples(np.full(int(take.sum()), sid, np.int64), head_ts[take], head_val[take]))
+        return Frame.concat(parts, _NEEDS[fn]), f"rollup_{resolution // 1000}s"
+
+    def _cached_rollups(self, sids: list[int], resolution: int, start_ms: int, end_ms: int) -> dict[int, Frame]:
+        """Rows in [start, end] per series, from the rollup cache, filling it where it misses."""
+        store = self.store
+        cache = store.rollup_cache
+        found: dict[int, Frame] = {}
+        with store.lock:
+            epoch = store.flush_epoch
+            for sid in sids:
+                frame = cache.lookup(resolution, sid, start_ms)
+                if frame is not None:
+                    found[sid] = frame
+        missing = [sid for sid in sids if sid not in found]
+        if missing:
+            p = store.backend.param
+            loaded: list[Frame] = []
+            for group in _batches(missing):
+                rows = self._fetch(
+                    f'SELECT series_id, bucket_ms, "count", "sum", "min", "max", "first", "last", inc '
+                    f"FROM rollups WHERE resolution_ms = {p} AND series_id IN ({', '.join([p] * len(group))}) "
+                    f"AND bucket_ms >= {p} ORDER BY series_id, bucket_ms",
+                    (resolution, *group, start_ms),
+                )
+                if rows:
+                    loaded.append(_frame_from_rows(rows, _ALL_COLUMNS))
+            fetched = split_by_series(Frame.concat(loaded), missing)
+            with store.lock:
+                keep = store.flush_epoch == epoch
+                for sid, frame in fetched.items():
+                    found[sid] = frame
+                    if keep:
+                        cache.fill(resolution, sid, start_ms, frame)
+        out = {}
+        for sid in sids:
+            frame = found[sid]
+            a, b = np.searchsorted(frame.bucket, [start_ms, end_ms + 1])
+            out[sid] = frame.window(int(a), int(b))
+        return out
 
     def _tier_for(self, step: int, start_ms: int) -> int | None:
         opts = self.store.options
@@ -233,7 +279,7 @@ class Reader:
         """
         p = self.store.backend.param
         fold_in_sql = fn in _SQL_FOLDS and step > resolution
-        columns = _COLUMNS_FOR[fn]
+        columns = _NEEDS[fn]
         frames = []
         for group in _batches(sids.tolist()):
             marks = ", ".join([p] * len(group))
@@ -285,7 +331,10 @@ class Reader:
 
 
 _SQL_FOLDS = ("avg", "sum", "count", "min", "max")
-_COLUMNS_FOR: dict[str, tuple[str, ...]] = {
+_ALL_COLUMNS = ("count", "sum", "min", "max", "first", "last", "inc")
+# What each function reads from a folded frame ("last" and "increase" also need the columns
+# behind the cross-bucket terms).
+_NEEDS: dict[str, tuple[str, ...]] = {
     "avg": ("count", "sum"),
     "sum": ("count", "sum"),
     "count": ("count",),

@@ -27,5 +27,7 @@ def apply_retention(store: TimeSeriesStore, now_ms: int) -> dict[str, int]:
             )
             deleted[f"rollups_{resolution}"] = max(cur.rowcount, 0)
     if any(deleted.values()):
+        store.rollup_cache.clear()
+        store.flush_epoch += 1
         log.info("retention removed %s", deleted)
     return deleted

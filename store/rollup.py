@@ -50,13 +50,26 @@ class Frame:
         return cls(sid, ts, np.ones(len(sid), np.int64), val, val, val, val, val, np.zeros(len(sid)))
 
     @classmethod
-    def concat(cls, frames: list[Frame]) -> Frame:
+    def concat(cls, frames: list[Frame], fields: tuple[str, ...] | None = None) -> Frame:
+        """Rows of all frames in order; with ``fields``, only those columns are copied and
+        the others are left as zeros (a query that needs two aggregates copies two)."""
         frames = [f for f in frames if len(f)]
         if not frames:
             return cls.empty()
         if len(frames) == 1:
             return frames[0]
-        return cls(*(np.concatenate([getattr(f, name) for f in frames]) for name in FIELDS))
+        total = sum(len(f) for f in frames)
+        columns = []
+        for name in FIELDS:
+            if fields is None or name in fields or name in ("sid", "bucket"):
+                columns.append(np.concatenate([getattr(f, name) for f in frames]))
+            else:
+                columns.append(np.zeros(total, np.int64 if name == "count" else np.float64))
+        return cls(*columns)
+
+    def window(self, start: int, stop: int) -> Frame:
+        """Rows [start, stop) as views, no copy."""
+        return Frame(*(getattr(self, name)[start:stop] for name in FIELDS))
 
     def take(self, index: Int64Array | np.ndarray) -> Frame:
         return Frame(*(getattr(self, name)[index] for name in FIELDS))
@@ -74,37 +87,50 @@ def reset_delta(previous: Float64Array, current: Float64Array) -> Float64Array:
     return np.where(delta < 0, current, delta)
 
 
-def regroup(rows: Frame, step_ms: int, origin_ms: int = 0) -> Frame:
+def regroup(rows: Frame, step_ms: int, origin_ms: int = 0, fields: tuple[str, ...] | None = None) -> Frame:
     """Combine rows (sorted by series, then time) into buckets of ``step_ms`` from ``origin_ms``.
 
     Rows before ``origin_ms`` land in negative buckets; callers fetch one step of lookback
     so the first real bucket gets its cross-boundary increase, then drop those buckets.
+    With ``fields``, only those aggregates are computed (the rest come back as zeros).
     """
     if len(rows) == 0:
         return Frame.empty()
+    wanted = set(FIELDS if fields is None else fields)
     sid = rows.sid
     bucket = origin_ms + np.floor_divide(rows.bucket - origin_ms, step_ms) * step_ms
-    # Cross term: increase from the previous row's last value to this row's first value.
-    cross = np.zeros(len(rows))
     same_series = sid[1:] == sid[:-1]
-    cross[1:] = np.where(same_series, reset_delta(rows.last[:-1], rows.first[1:]), 0.0)
-    inc = rows.inc + cross
     new_group = np.ones(len(rows), dtype=bool)
     new_group[1:] = ~same_series | (bucket[1:] != bucket[:-1])
     starts = np.flatnonzero(new_group)
     ends = np.append(starts[1:], len(rows)) - 1
-    # The first row's cross term belongs to the boundary *into* this group: it was computed
-    # against the previous group's last row, which is exactly the increase across the edge.
+    n = len(starts)
+
+    def reduce(name: str, ufunc: np.ufunc) -> np.ndarray:
+        if name not in wanted:
+            return np.zeros(n, np.int64 if name == "count" else np.float64)
+        reduced: np.ndarray = ufunc.reduceat(getattr(rows, name), starts)
+        return reduced
+
+    inc = np.zeros(n)
+    if "inc" in wanted:
+        # Cross term: increase from the previous row's last value to this row's first value.
+        # The first row's cross term belongs to the boundary *into* its group, so it stays
+        # out of the group's inside increase.
+        cross = np.zeros(len(rows))
+        cross[1:] = np.where(same_series, reset_delta(rows.last[:-1], rows.first[1:]), 0.0)
+        inc = np.add.reduceat(rows.inc + cross, starts) - _first_cross(cross, starts)
+    zeros = np.zeros(n)
     return Frame(
         sid=sid[starts],
         bucket=bucket[starts],
-        count=np.add.reduceat(rows.count, starts),
-        sum=np.add.reduceat(rows.sum, starts),
-        min=np.minimum.reduceat(rows.min, starts),
-        max=np.maximum.reduceat(rows.max, starts),
-        first=rows.first[starts],
-        last=rows.last[ends],
-        inc=np.add.reduceat(inc, starts) - _first_cross(cross, starts),
+        count=reduce("count", np.add),
+        sum=reduce("sum", np.add),
+        min=reduce("min", np.minimum),
+        max=reduce("max", np.maximum),
+        first=rows.first[starts] if "first" in wanted else zeros,
+        last=rows.last[ends] if "last" in wanted else zeros,
+        inc=inc,
     )
 
 

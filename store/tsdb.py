@@ -34,6 +34,7 @@ from store.backend import Backend, backend_for
 from store.clock import Clock
 from store.head import NEVER, Head
 from store.options import StoreOptions
+from store.rollup_cache import RollupCache
 from store.series_index import SeriesIndex
 from store.types import Float64Array, Int64Array, SampleBatch, SeriesKey
 from store.wal import decode_wal, encode_wal
@@ -89,6 +90,10 @@ class TimeSeriesStore:
         self.read_only = read_only
         self.backend: Backend = backend_for(engine.dialect.name)
         self.head = Head()
+        self.rollup_cache = RollupCache(self.options.rollup_cache_rows)
+        # Counts checkpoints and retention passes: a rollup cache fill that started under an
+        # older epoch may have missed rows and is not kept.
+        self.flush_epoch = 0
         self.index = SeriesIndex()
         self.lock = threading.RLock()
         self._conn: Any = None

@@ -136,8 +136,9 @@ def test_samples_survive_reopen_from_write_ahead_and_chunks(make_store: StoreFac
     assert sum(len(s.ts_ms) for s in again) == 4 * (4 * 240 + 10)
 
 
-def test_rollups_equal_aggregating_raw_samples(make_store: StoreFactory) -> None:
-    store = make_store(StoreOptions(chunk_range_ms=HOUR, head_retain_ms=10 * MIN))
+@pytest.mark.parametrize("cache_rows", [0, 2_000_000], ids=["sql", "cached"])
+def test_rollups_equal_aggregating_raw_samples(make_store: StoreFactory, cache_rows: int) -> None:
+    store = make_store(StoreOptions(chunk_range_ms=HOUR, head_retain_ms=10 * MIN, rollup_cache_rows=cache_rows))
     rng = np.random.default_rng(7)
     keys = [util(str(g)) for g in range(3)] + [SeriesKey.of("tokens_total", gpu=str(g)) for g in range(2)]
     walks = rng.integers(-3, 4, size=(5, 6 * 240)).cumsum(axis=1)
@@ -326,3 +327,40 @@ def test_checkpoint_runs_as_soon_as_every_live_series_is_due(make_store: StoreFa
     fill(store, keys, T0 + 500 * 15_000, 1, 15_000, lambda k, i: 1.0)  # T0 + 2h + 5m: all due
     assert store.stats["checkpoints"] == 1
     assert store.head.flushed_until[store.index.get(keys[0])] == T0 + 2 * HOUR
+
+
+def test_rollup_cache_stays_coherent_across_checkpoints_and_merges(make_store: StoreFactory, clock: ManualClock) -> None:
+    opts = StoreOptions(chunk_range_ms=HOUR, idle_flush_ms=30 * MIN, checkpoint_grace_ms=0)
+    store = make_store(opts)
+    keys = [util("0"), util("1")]
+    fill(store, keys, T0, 4 * 240, 15_000, lambda k, i: float(i % 17 + k))
+    reader = Reader(store)
+
+    def minute_counts(start: int, end: int) -> list[float]:
+        result = reader.range(RangeQuery(Selector("gpu_util", (Matcher("gpu", "=", "0"),)), start, end, MIN, "count"))
+        return result[0].values.tolist()
+
+    def hourly(fn: str) -> list[float]:
+        return reader.range(RangeQuery(Selector("gpu_util"), T0, T0 + 6 * HOUR - 1, HOUR, fn))[0].values.tolist()  # type: ignore[arg-type]
+
+    first = hourly("sum")
+    assert store.rollup_cache.rows > 0 and store.rollup_cache.misses > 0
+    fill(store, keys, T0 + 4 * HOUR, 2 * 240, 15_000, lambda k, i: float(i % 17 + k))  # two more hours
+    store.checkpoint(force=True)
+    hits = store.rollup_cache.hits
+    second = hourly("sum")
+    assert store.rollup_cache.hits > hits  # served from the cache, extended by the checkpoint
+    assert second[:3] == first[:3] and not math.isnan(second[5])
+    raw = reader.raw(Selector("gpu_util", (Matcher("gpu", "=", "0"),)), T0, T0 + 6 * HOUR)[0]
+    expected = _aggregate(raw.ts_ms, raw.values, T0, T0 + 6 * HOUR - 1, HOUR, "sum")
+    np.testing.assert_allclose(second, expected)
+
+    # An idle flush cuts a minute bucket in half; reading caches the half row; resuming merges it.
+    t = T0 + 6 * HOUR
+    fill(store, keys, t, 6, 15_000, lambda k, i: 1.0)  # t .. t + 1m15s
+    clock.set(t + 50 * MIN)
+    store.maintain()
+    assert minute_counts(t, t + 2 * MIN - 1) == [4.0, 2.0]
+    fill(store, keys, t + 90_000, 2, 15_000, lambda k, i: 1.0)  # t + 1m30s, t + 1m45s
+    store.checkpoint(force=True)
+    assert minute_counts(t, t + 2 * MIN - 1) == [4.0, 4.0]

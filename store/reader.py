@@ -171,9 +171,11 @@ class Reader:
         folded = regroup(frame, step, origin, _NEEDS[query.fn])
         values = _fn_values(folded, query.fn, step)
         keep = folded.bucket >= origin
-        row_of = {sid: i for i, (sid, _) in enumerate(found)}
+        sids = np.asarray([sid for sid, _ in found], np.int64)
+        row_of = np.zeros(int(sids.max()) + 1, np.int64)
+        row_of[sids] = np.arange(len(sids))
         matrix = np.full((len(found), n_steps), np.nan)
-        rows = np.asarray([row_of[s] for s in folded.sid[keep].tolist()], np.int64)
+        rows = row_of[folded.sid[keep]]
         cols = (folded.bucket[keep] - origin) // step
         if len(rows):
             matrix[rows, cols] = values[keep]

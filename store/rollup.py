@@ -64,7 +64,7 @@ class Frame:
             if fields is None or name in fields or name in ("sid", "bucket"):
                 columns.append(np.concatenate([getattr(f, name) for f in frames]))
             else:
-                columns.append(np.zeros(total, np.int64 if name == "count" else np.float64))
+                columns.append(_zeros(total, name))
         return cls(*columns)
 
     def window(self, start: int, stop: int) -> Frame:
@@ -79,6 +79,11 @@ class Frame:
 
 
 FIELDS = ("sid", "bucket", "count", "sum", "min", "max", "first", "last", "inc")
+
+
+def _zeros(n: int, name: str) -> np.ndarray:
+    """A read-only column of n zeros that costs no memory (a zero-stride view)."""
+    return np.broadcast_to(np.zeros(1, np.int64 if name == "count" else np.float64), (n,))
 
 
 def reset_delta(previous: Float64Array, current: Float64Array) -> Float64Array:
@@ -108,7 +113,7 @@ def regroup(rows: Frame, step_ms: int, origin_ms: int = 0, fields: tuple[str, ..
 
     def reduce(name: str, ufunc: np.ufunc) -> np.ndarray:
         if name not in wanted:
-            return np.zeros(n, np.int64 if name == "count" else np.float64)
+            return _zeros(n, name)
         reduced: np.ndarray = ufunc.reduceat(getattr(rows, name), starts)
         return reduced
 
@@ -120,7 +125,7 @@ def regroup(rows: Frame, step_ms: int, origin_ms: int = 0, fields: tuple[str, ..
         cross = np.zeros(len(rows))
         cross[1:] = np.where(same_series, reset_delta(rows.last[:-1], rows.first[1:]), 0.0)
         inc = np.add.reduceat(rows.inc + cross, starts) - _first_cross(cross, starts)
-    zeros = np.zeros(n)
+    zeros = _zeros(n, "first")
     return Frame(
         sid=sid[starts],
         bucket=bucket[starts],

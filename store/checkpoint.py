@@ -17,13 +17,18 @@ from store.backend import CHUNK_COLUMNS
 from store.codec import ENCODING_V1, encode_segments
 from store.head import NEVER
 from store.rollup import Frame, merge_rows, regroup
-from store.types import Int64Array
+from store.types import Float64Array, Int64Array
 from store.wal import encode_wal
 
 if TYPE_CHECKING:
     from store.tsdb import TimeSeriesStore
 
 log = logging.getLogger(__name__)
+
+
+# Samples encoded and folded per slice: the transaction stays one, but the temporaries
+# (codec columns, rollup frames, rows for the driver) are bounded by a slice, not a checkpoint.
+SLICE_SAMPLES = 250_000
 
 
 def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array) -> int:
@@ -33,42 +38,15 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array) -> int:
     marked = np.flatnonzero(live & (cutoff > head.flushed_until) & (head.last_ts >= head.flushed_until))
     if len(sid) == 0 and len(marked) == 0:
         return 0
-    chunk_rows: list[tuple[Any, ...]] = []
-    rollup_frames: list[tuple[int, Frame, Frame]] = []
-    if len(sid):
-        starts = np.flatnonzero(np.append(True, sid[1:] != sid[:-1]))
-        ends = np.append(starts[1:], len(sid))
-        blobs = encode_segments(ts, val, starts)
-        chunk_rows = list(
-            zip(
-                sid[starts].tolist(),
-                ts[starts].tolist(),
-                ts[ends - 1].tolist(),
-                (ends - starts).tolist(),
-                [ENCODING_V1] * len(starts),
-                blobs,
-            )
-        )
-        samples = Frame.from_samples(sid, ts, val)
-        for resolution in store.options.rollup_resolutions_ms:
-            frame = regroup(samples, resolution)
-            # A bucket that starts before what was flushed earlier may already have a row.
-            started = frame.bucket < head.flushed_until[frame.sid]
-            rollup_frames.append((resolution, frame, frame.take(np.flatnonzero(started))))
-
     all_sid, all_ts, all_val = head.unflushed()
     rest = all_ts >= cutoff[all_sid] if len(all_sid) else np.zeros(0, bool)
     carry = (all_sid[rest], all_ts[rest], all_val[rest])
+    del all_sid, all_ts, all_val, rest
 
     written: list[tuple[int, Frame, Frame]] = []
     with store.transaction() as cur:
-        if chunk_rows:
-            store.backend.bulk_insert(cur, "chunks", CHUNK_COLUMNS, chunk_rows)
-        for resolution, frame, overlap in rollup_frames:
-            if len(overlap):
-                frame = _merge_existing(store, cur, resolution, frame, overlap)
-            store.backend.insert_rollups(cur, resolution, frame)
-            written.append((resolution, frame, overlap))
+        for lo, hi in _slices(sid, SLICE_SAMPLES):
+            written.extend(_flush_slice(store, cur, sid[lo:hi], ts[lo:hi], val[lo:hi]))
         cur.execute("DELETE FROM wal")
         if len(carry[0]):
             store.backend.insert_wal(cur, store.clock.now_ms(), len(carry[0]), encode_wal(*carry))
@@ -79,10 +57,55 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array) -> int:
         store.rollup_cache.invalidate(resolution, overlap.sid.tolist())
         store.rollup_cache.extend(resolution, frame)
     store.flush_epoch += 1
-    keep_from = np.where(head.last_ts == np.iinfo(np.int64).min, head.last_ts, head.last_ts - store.options.head_retain_ms)
+    keep_from = np.where(head.last_ts == NEVER, head.last_ts, head.last_ts - store.options.head_retain_ms)
     head.trim(keep_from)
-    log.debug("checkpoint: %d samples into %d chunks, %d carried", len(sid), len(chunk_rows), len(carry[0]))
+    log.debug("checkpoint: %d samples flushed, %d carried", len(sid), len(carry[0]))
     return int(len(sid))
+
+
+def _slices(sid: Int64Array, budget: int) -> list[tuple[int, int]]:
+    """[lo, hi) ranges of whole series, each about ``budget`` samples (one series may exceed it)."""
+    if len(sid) == 0:
+        return []
+    starts = np.flatnonzero(np.append(True, sid[1:] != sid[:-1])).tolist()
+    out: list[tuple[int, int]] = []
+    lo = 0
+    for start in starts[1:]:
+        if start - lo >= budget:
+            out.append((lo, start))
+            lo = start
+    out.append((lo, len(sid)))
+    return out
+
+
+def _flush_slice(
+    store: TimeSeriesStore, cur: Any, sid: Int64Array, ts: Int64Array, val: Float64Array
+) -> list[tuple[int, Frame, Frame]]:
+    """Chunks and rollups of whole series; returns (resolution, rows written, merged rows)."""
+    head = store.head
+    starts = np.flatnonzero(np.append(True, sid[1:] != sid[:-1]))
+    ends = np.append(starts[1:], len(sid))
+    blobs = encode_segments(ts, val, starts)
+    chunk_rows = zip(
+        sid[starts].tolist(),
+        ts[starts].tolist(),
+        ts[ends - 1].tolist(),
+        (ends - starts).tolist(),
+        [ENCODING_V1] * len(starts),
+        blobs,
+    )
+    store.backend.bulk_insert(cur, "chunks", CHUNK_COLUMNS, chunk_rows)
+    samples = Frame.from_samples(sid, ts, val)
+    written = []
+    for resolution in store.options.rollup_resolutions_ms:
+        frame = regroup(samples, resolution)
+        # A bucket that starts before what was flushed earlier may already have a row.
+        overlap = frame.take(np.flatnonzero(frame.bucket < head.flushed_until[frame.sid]))
+        if len(overlap):
+            frame = _merge_existing(store, cur, resolution, frame, overlap)
+        store.backend.insert_rollups(cur, resolution, frame)
+        written.append((resolution, frame, overlap))
+    return written
 
 
 def _merge_existing(store: TimeSeriesStore, cur: Any, resolution: int, frame: Frame, overlap: Frame) -> Frame:

@@ -110,7 +110,11 @@ def test_rejected_batch_leaves_nothing_behind(make_store: StoreFactory) -> None:
     assert Reader(store).raw(Selector("gpu_util"), T0 - HOUR, T0 + HOUR) == []
 
 
-def test_samples_survive_reopen_from_write_ahead_and_chunks(make_store: StoreFactory, clock: ManualClock) -> None:
+@pytest.mark.parametrize("slice_samples", [250_000, 100], ids=["one-slice", "many-slices"])
+def test_samples_survive_reopen_from_write_ahead_and_chunks(
+    make_store: StoreFactory, clock: ManualClock, monkeypatch: pytest.MonkeyPatch, slice_samples: int
+) -> None:
+    monkeypatch.setattr("store.checkpoint.SLICE_SAMPLES", slice_samples)
     opts = StoreOptions(chunk_range_ms=2 * HOUR)
     store = make_store(opts)
     keys = [util(str(g)) for g in range(4)]

@@ -13,9 +13,8 @@ so the first ``increase``/``rate`` includes the increase across its left edge.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -24,6 +23,7 @@ from store.head import NEVER
 from store.quantile import bucket_quantile, parse_le
 from store.rollup import Frame, increases, regroup
 from store.rollup_cache import split_by_series
+from store.rollup_reads import NEEDS, batches, cached_rollups, fetch_rows, sql_folded_rollups
 from store.series_index import Selector
 from store.tsdb import TimeSeriesStore
 from store.types import Float64Array, Int64Array, SeriesKey, is_stale_marker
@@ -32,7 +32,6 @@ Fn = Literal["last", "avg", "min", "max", "sum", "count", "rate", "increase"]
 Combine = Literal["sum", "avg", "min", "max", "count"]
 FNS: tuple[str, ...] = ("last", "avg", "min", "max", "sum", "count", "rate", "increase")
 COMBINES: tuple[str, ...] = ("sum", "avg", "min", "max", "count")
-_IN_BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +114,8 @@ class Reader:
         upper = min(end_ms, max(limit.values()) - 1)
         parts: dict[int, list[tuple[Int64Array, Float64Array]]] = {}
         p = self.store.backend.param
-        for group in _batches([s for s, _ in wanted]):
-            rows = self._fetch(
+        for group in batches([s for s, _ in wanted]):
+            rows = fetch_rows(self.store,
                 f"SELECT series_id, n, data FROM chunks WHERE series_id IN ({', '.join([p] * len(group))}) "
                 f"AND end_ms >= {p} AND start_ms <= {p} ORDER BY series_id, start_ms",
                 (*group, start_ms, upper),
@@ -130,17 +129,6 @@ class Reader:
             sid: (np.concatenate([t for t, _ in chunks]), np.concatenate([v for _, v in chunks]))
             for sid, chunks in parts.items()
         }
-
-    def _fetch(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        conn = self.store.engine.raw_connection()
-        try:
-            cur = conn.cursor()
-            cur.execute(sql, tuple(params))
-            rows = cur.fetchall()
-            cur.close()
-            return [tuple(r) for r in rows]
-        finally:
-            conn.close()
 
     # -- instant -----------------------------------------------------------------------------
     def instant(
@@ -168,7 +156,7 @@ class Reader:
         # Only increase and rate look one step back (for the increase across the left edge).
         lookback = step if query.fn in ("increase", "rate") else 0
         frame, source = self._frame(found, origin - lookback, query.end_ms, step, query.fn)
-        folded = regroup(frame, step, origin, _NEEDS[query.fn])
+        folded = regroup(frame, step, origin, NEEDS[query.fn])
         values = _fn_values(folded, query.fn, step)
         keep = folded.bucket >= origin
         sids = np.asarray([sid for sid, _ in found], np.int64)
@@ -205,9 +193,9 @@ class Reader:
             return Frame.concat(parts), "raw"
         sid_list = sids.tolist()
         if self.store.rollup_cache.enabled:
-            per_series = self._cached_rollups(sid_list, resolution, start_ms, end_ms)
+            per_series = cached_rollups(self.store, sid_list, resolution, start_ms, end_ms)
         else:
-            rolled = self._rollup_rows(sids, resolution, start_ms, end_ms, step, fn)
+            rolled = sql_folded_rollups(self.store, sids, resolution, start_ms, end_ms, step, fn)
             per_series = split_by_series(rolled, sid_list)
         # Rollup rows only hold flushed samples (< flushed_until) and head tails only
         # unflushed ones, so the union is every sample exactly once; series by series, rows
@@ -218,45 +206,7 @@ class Reader:
             take = head_ts >= snap.flushed_until[i]
             parts.append(per_series[sid])
             parts.append(Frame.from_samples(np.full(int(take.sum()), sid, np.int64), head_ts[take], head_val[take]))
-        return Frame.concat(parts, _NEEDS[fn]), f"rollup_{resolution // 1000}s"
-
-    def _cached_rollups(self, sids: list[int], resolution: int, start_ms: int, end_ms: int) -> dict[int, Frame]:
-        """Rows in [start, end] per series, from the rollup cache, filling it where it misses."""
-        store = self.store
-        cache = store.rollup_cache
-        found: dict[int, Frame] = {}
-        with store.lock:
-            epoch = store.flush_epoch
-            for sid in sids:
-                frame = cache.lookup(resolution, sid, start_ms)
-                if frame is not None:
-                    found[sid] = frame
-        missing = [sid for sid in sids if sid not in found]
-        if missing:
-            p = store.backend.param
-            loaded: list[Frame] = []
-            for group in _batches(missing):
-                rows = self._fetch(
-                    f'SELECT series_id, bucket_ms, "count", "sum", "min", "max", "first", "last", inc '
-                    f"FROM rollups WHERE resolution_ms = {p} AND series_id IN ({', '.join([p] * len(group))}) "
-                    f"AND bucket_ms >= {p} ORDER BY series_id, bucket_ms",
-                    (resolution, *group, start_ms),
-                )
-                if rows:
-                    loaded.append(_frame_from_rows(rows, _ALL_COLUMNS))
-            fetched = split_by_series(Frame.concat(loaded), missing)
-            with store.lock:
-                keep = store.flush_epoch == epoch
-                for sid, frame in fetched.items():
-                    found[sid] = frame
-                    if keep:
-                        cache.fill(resolution, sid, start_ms, frame)
-        out = {}
-        for sid in sids:
-            frame = found[sid]
-            a, b = np.searchsorted(frame.bucket, [start_ms, end_ms + 1])
-            out[sid] = frame.window(int(a), int(b))
-        return out
+        return Frame.concat(parts, NEEDS[fn]), f"rollup_{resolution // 1000}s"
 
     def _tier_for(self, step: int, start_ms: int) -> int | None:
         opts = self.store.options
@@ -268,43 +218,6 @@ class Reader:
                 continue
             return resolution
         return None
-
-    def _rollup_rows(
-        self, sids: Int64Array, resolution: int, start_ms: int, end_ms: int, step: int, fn: str
-    ) -> Frame:
-        """Rollup rows of ``sids`` with buckets in [start, end].
-
-        For the aggregates SQL has (avg, sum, count, min, max) the database folds the rows
-        into query steps itself, so only one row per output point crosses into Python; the
-        others need consecutive rows (last value, increase across bucket edges) and fetch them.
-        Only the columns the function needs are read.
-        """
-        p = self.store.backend.param
-        fold_in_sql = fn in _SQL_FOLDS and step > resolution
-        columns = _NEEDS[fn]
-        frames = []
-        for group in _batches(sids.tolist()):
-            marks = ", ".join([p] * len(group))
-            where = (
-                f"resolution_ms = {p} AND series_id IN ({marks}) AND bucket_ms >= {p} AND bucket_ms <= {p}"
-            )
-            if fold_in_sql:
-                # start_ms is a multiple of step here, so the bucket arithmetic never meets
-                # negative numbers (where SQLite and PostgreSQL round differently).
-                select = ", ".join(_SQL_FOLDS_OF[c] for c in columns)
-                sql = (
-                    f"SELECT series_id, {p} + ((bucket_ms - {p}) / {p}) * {p} AS step_ms, {select} "
-                    f"FROM rollups WHERE {where} GROUP BY series_id, step_ms ORDER BY series_id, step_ms"
-                )
-                params: tuple[Any, ...] = (start_ms, start_ms, step, step, resolution, *group, start_ms, end_ms)
-            else:
-                quoted = ", ".join(f'"{c}"' for c in columns)
-                sql = f"SELECT series_id, bucket_ms, {quoted} FROM rollups WHERE {where} ORDER BY series_id, bucket_ms"
-                params = (resolution, *group, start_ms, end_ms)
-            rows = self._fetch(sql, params)
-            if rows:
-                frames.append(_frame_from_rows(rows, columns))
-        return Frame.concat(frames)
 
     # -- histograms --------------------------------------------------------------------------
     def histogram_quantile(
@@ -330,39 +243,6 @@ class Reader:
             quantile = bucket_quantile(q, bounds, counts)
             out.append(SeriesResult(dict(zip(by, values)), members[0].ts_ms, quantile, members[0].source))
         return out
-
-
-_SQL_FOLDS = ("avg", "sum", "count", "min", "max")
-_ALL_COLUMNS = ("count", "sum", "min", "max", "first", "last", "inc")
-# What each function reads from a folded frame ("last" and "increase" also need the columns
-# behind the cross-bucket terms).
-_NEEDS: dict[str, tuple[str, ...]] = {
-    "avg": ("count", "sum"),
-    "sum": ("count", "sum"),
-    "count": ("count",),
-    "min": ("count", "min"),
-    "max": ("count", "max"),
-    "last": ("count", "last"),
-    "increase": ("count", "first", "last", "inc"),
-    "rate": ("count", "first", "last", "inc"),
-}
-_SQL_FOLDS_OF = {"count": 'SUM("count")', "sum": 'SUM("sum")', "min": 'MIN("min")', "max": 'MAX("max")'}
-
-
-def _frame_from_rows(rows: list[tuple[Any, ...]], columns: tuple[str, ...]) -> Frame:
-    """Rows of (series_id, bucket, *columns) into a Frame; columns not read stay zero."""
-    table = np.asarray(rows, dtype=np.float64)
-    n = len(rows)
-    frame = Frame(
-        table[:, 0].astype(np.int64),
-        table[:, 1].astype(np.int64),
-        np.zeros(n, np.int64),
-        *(np.zeros(n) for _ in range(6)),
-    )
-    for i, name in enumerate(columns):
-        values = table[:, 2 + i]
-        setattr(frame, name, values.astype(np.int64) if name == "count" else values)
-    return frame
 
 
 def _fn_values(frame: Frame, fn: str, step: int) -> Float64Array:
@@ -415,17 +295,6 @@ def _combine(
         labels = {k: v for k, v in zip(by, values) if v != ""}
         out.append(SeriesResult(labels, stamps, agg, source))
     return out
-
-
-def _batches(items: Iterable[int]) -> Iterable[list[int]]:
-    batch: list[int] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == _IN_BATCH:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 __all__ = ["Reader", "RangeQuery", "SeriesResult", "RawSeries", "NEVER"]

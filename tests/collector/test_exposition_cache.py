@@ -1,0 +1,189 @@
+"""collector.exposition.parser with a SeriesCache and keep_family: a warm parse or a family filter
+changes nothing but what it should (including property tests on mutated bodies)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collector.exposition import ParseError, SeriesCache
+from store.types import SeriesKey
+from tests.collector.fixtures import DCGM, OPENMETRICS, TGI, TRITON, VLLM, parse, triples
+
+# --- the series cache -----------------------------------------------------------------------
+
+def test_warm_cache_gives_same_result_as_cold() -> None:
+    for body in (VLLM, DCGM, TGI, TRITON, OPENMETRICS):
+        cache = SeriesCache()
+        cold = parse(body, cache=cache)
+        assert cache.misses == len(cold.batch) and cold.new_series == len(cold.batch)
+        warm = parse(body, cache=cache)
+        assert warm.new_series == 0 and cache.hits == len(warm.batch)
+        assert triples(warm) == triples(cold)
+        assert warm.batch.ts_ms.tolist() == cold.batch.ts_ms.tolist()
+        assert warm.families == cold.families
+        assert all(a is b for a, b in zip(warm.batch.keys, cold.batch.keys))  # interned
+
+
+def test_cache_hit_still_validates_value_part() -> None:
+    cache = SeriesCache()
+    parse('m{a="b"} 1\nn 1\n', cache=cache)
+    assert cache.get('m{a="b"}') == SeriesKey.of("m", a="b") and cache.get("n") == SeriesKey("n")
+    for bad, reason in [('m{a="b"} x', "invalid value"), ('m{a="b"}1', "expected blank"),
+                        ('m{a="b"} 1 2 3', "unexpected text"), ("n 1_0", "invalid value"),
+                        ("n} 1", "invalid metric name"), ('m{a="b" 1', "expected ','"),
+                        ('m{a="b"', "unterminated label set")]:
+        with pytest.raises(ParseError) as info:
+            parse(f"n 2\n{bad}\n", cache=cache)
+        assert info.value.line == 2 and reason in info.value.reason, bad
+    assert parse('m{a="b"} 5 1234\n', cache=cache).batch.ts_ms.tolist() == [1234]
+
+
+def test_cached_series_with_stray_hash_in_openmetrics_matches_cold() -> None:
+    body = 'm{a="b"} # 5.5\n# EOF\n'  # ' # ' outside a label set starts an exemplar in OM
+    with pytest.raises(ParseError) as cold:
+        parse(body)
+    cache = SeriesCache()
+    parse('m{a="b"} 1\n', cache=cache)
+    with pytest.raises(ParseError) as warm:
+        parse(body, cache=cache)
+    assert cold.value.reason == warm.value.reason == "missing value"
+
+
+def test_cache_interns_equal_keys_and_is_bounded() -> None:
+    cache = SeriesCache(max_entries=3)
+    res = parse('m{a="1",b="2"} 1\nm{b="2",a="1"} 2\n', cache=cache)
+    assert len(res.batch.keys) == 1 and res.batch.key_index.tolist() == [0, 0]
+    parse("x 1\ny 1\nz 1\n", cache=cache)
+    assert len(cache) >= 3
+    parse("x 1\n", cache=cache)  # full at the start of this parse: cleared, then refilled
+    assert len(cache) == 1
+    parse("# a\n# b\n# c\nx 1\n", cache=cache)
+    parse("# d\nx 1\n", cache=cache)
+    assert len(cache._comments) == 1  # remembered comment lines are bounded the same way
+    with pytest.raises(ValueError):
+        SeriesCache(max_entries=0)
+
+
+# --- keep_family ------------------------------------------------------------------------------
+
+def test_keep_family_skips_families() -> None:
+    asked: list[str] = []
+
+    def keep(family: str) -> bool:
+        asked.append(family)
+        return family.startswith("vllm:time_to_first_token") or family == "vllm:prompt_tokens_total"
+
+    for cache in (None, SeriesCache()):
+        res = parse(VLLM, keep_family=keep, cache=cache)
+        res = parse(VLLM, keep_family=keep, cache=cache) if cache else res  # warm path too
+        names = {n for n, _, _ in triples(res)}
+        assert names == {"vllm:prompt_tokens_total", "vllm:time_to_first_token_seconds_bucket",
+                         "vllm:time_to_first_token_seconds_count", "vllm:time_to_first_token_seconds_sum"}
+        assert res.skipped_samples == 7
+    assert "vllm:time_to_first_token_seconds" in asked  # _bucket/_sum/_count stripped (TYPE'd)
+    assert "vllm:time_to_first_token_seconds_bucket" not in asked
+    assert len(asked) == len(set(asked)) * 3  # once per family per parse (three parses)
+
+
+def test_keep_family_suffix_rules_and_unparsed_labels() -> None:
+    body = ("# TYPE c counter\nc_total 1\nc_created 2\n# TYPE g gauge\ng_total 3\n"
+            "untyped_bucket 4\n# TYPE i info\ni_info{v=\"1\"} 1\n")
+    seen: list[str] = []
+
+    def keep_all(family: str) -> bool:
+        seen.append(family)
+        return True
+
+    parse(body, keep_family=keep_all)
+    assert seen == ["c", "g_total", "untyped_bucket", "i"]
+    # a dropped family's labels are not parsed, so their defects go unnoticed
+    res = parse('drop{bad label} 1\nkeep 2\n', keep_family=lambda f: f == "keep")
+    assert triples(res) == [("keep", (), "2.0")] and res.skipped_samples == 1
+    with pytest.raises(ParseError):
+        parse('keep{bad label} 1\n', keep_family=lambda f: f == "keep")
+
+
+def test_keep_family_with_warm_cache_and_changing_verdicts() -> None:
+    cache = SeriesCache()
+    drop_ttft = lambda f: f != "vllm:time_to_first_token_seconds"  # noqa: E731
+    cold = parse(VLLM, keep_family=drop_ttft)
+    parse(VLLM, keep_family=drop_ttft, cache=cache)
+    warm = parse(VLLM, keep_family=drop_ttft, cache=cache)
+    assert triples(warm) == triples(cold) and warm.skipped_samples == cold.skipped_samples == 7
+    everything = parse(VLLM, keep_family=lambda f: True, cache=cache)  # dropped before, kept now
+    assert triples(everything) == triples(parse(VLLM)) and everything.skipped_samples == 0
+    # a remembered dropped text never excuses a different, malformed line
+    om_cache = SeriesCache()
+    drop = parse("foo # x\n# EOF\n", keep_family=lambda f: False, cache=om_cache, openmetrics=True)
+    assert drop.skipped_samples == 1
+    with pytest.raises(ParseError, match="missing value"):
+        parse("foo\n# EOF\n", keep_family=lambda f: False, cache=om_cache, openmetrics=True)
+
+
+# --- property: cold and warm parses agree; keep_family keeps exactly the chosen samples -------
+
+VALID = VLLM + DCGM + TGI + TRITON
+
+
+def _odd(family: str) -> bool:
+    return len(family) % 2 == 1
+
+
+def _outcome(body: str, cache: SeriesCache | None, keep: Callable[[str], bool] | None = None) -> object:
+    try:
+        res = parse(body, cache=cache, keep_family=keep)
+    except ParseError as err:
+        return ("error", err.line, err.reason)
+    return (triples(res), res.batch.ts_ms.tolist(), res.batch.key_index.tolist(), res.skipped_samples)
+
+
+@st.composite
+def mutated(draw: st.DrawFn) -> str:
+    lines = (VALID if draw(st.booleans()) else OPENMETRICS).split("\n")
+    start = draw(st.integers(0, len(lines) - 3))
+    body = "\n".join(lines[start : start + draw(st.integers(1, 12))])
+    for _ in range(draw(st.integers(1, 4))):
+        pos = draw(st.integers(0, len(body)))
+        action = draw(st.sampled_from(["insert", "delete", "replace"]))
+        chunk = draw(st.text(alphabet=st.sampled_from(list('{}",=\\ #\t\r\nabc_:.0159+-eEInfNa\u00e9\x00')),
+                             min_size=1, max_size=4))
+        if action == "insert":
+            body = body[:pos] + chunk + body[pos:]
+        elif action == "delete":
+            body = body[:pos] + body[pos + len(chunk):]
+        else:
+            body = body[:pos] + chunk + body[pos + len(chunk):]
+    return body
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated())
+def test_mutated_bodies_parse_or_raise_and_warm_equals_cold(body: str) -> None:
+    for keep in (None, _odd):
+        cold = _outcome(body, None, keep)
+        cache = SeriesCache()
+        _outcome(VALID, cache, keep)
+        _outcome(OPENMETRICS, cache, keep)
+        assert _outcome(body, cache, keep) == cold  # a primed cache changes nothing
+
+
+def _even_initial(family: str) -> bool:
+    return ord(family[0]) % 2 == 0  # a family and its samples' names share the first character
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated())
+def test_keep_family_keeps_exactly_the_chosen_samples(body: str) -> None:
+    try:
+        full = parse(body)
+    except ParseError:
+        return  # dropped lines are not validated, so only accepted bodies have an oracle
+    for cache in (None, SeriesCache()):
+        for _ in range(2):
+            kept = parse(body, keep_family=_even_initial, cache=cache)
+            assert triples(kept) == [t for t in triples(full) if _even_initial(t[0])]
+            assert kept.skipped_samples == len(full.batch) - len(kept.batch)

@@ -67,7 +67,7 @@ def cmd_up(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     logging.basicConfig(
         level=settings.logging.level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    runtime = build_runtime(settings)
+    runtime = build_runtime(settings, config_path=args.config)
     app = create_app(runtime)
     host = args.host or settings.server.host
     port = args.port or settings.server.port

@@ -16,7 +16,10 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, text
 
 from collector.exposition import SeriesCache
+from collector.manager import ScrapeManager
+from collector.scrape_loop import appender_call
 from infermeter import db
+from infermeter.config_file import ConfigError, load_settings
 from infermeter.self_metrics import ApiMetrics, build_registry
 from infermeter.settings import Settings
 from store.clock import Clock, SystemClock
@@ -43,6 +46,8 @@ class Runtime:
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     started: bool = False
+    config_path: str | None = None
+    scrapes: ScrapeManager | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -74,6 +79,31 @@ class Runtime:
             except Exception:  # a failed pass must not end the loop; the next one retries
                 log.exception("store maintenance failed")
 
+    # -- collectors (async: they live on the server's event loop) -----------------------------
+    async def start_collectors(self) -> None:
+        self.scrapes = ScrapeManager(appender_call(self.store), self.clock)
+        await self.scrapes.apply(self.settings.scrape.specs())
+
+    async def stop_collectors(self) -> None:
+        if self.scrapes is not None:
+            await self.scrapes.stop()
+            self.scrapes = None
+
+    async def reload(self) -> list[str]:
+        """Re-read the config file and apply its scrape targets; problems leave everything as is."""
+        try:
+            settings, _ = load_settings(self.config_path)
+        except ConfigError as exc:
+            lines = [str(p) for p in exc.problems]
+            log.error("reload refused, config is invalid:\n%s", "\n".join(lines))
+            return lines
+        if settings.model_dump(exclude={"scrape"}) != self.settings.model_dump(exclude={"scrape"}):
+            log.warning("reload applies scrape targets only; other changed settings need a restart")
+        self.settings = self.settings.model_copy(update={"scrape": settings.scrape})
+        if self.scrapes is not None:
+            await self.scrapes.apply(settings.scrape.specs())
+        return []
+
     # -- health ------------------------------------------------------------------------------
     def readiness(self) -> dict[str, str]:
         """Problems keyed by component; empty when ready."""
@@ -95,7 +125,9 @@ class Runtime:
         return problems
 
 
-def build_runtime(settings: Settings, clock: Clock | None = None, migrate: bool = True) -> Runtime:
+def build_runtime(
+    settings: Settings, clock: Clock | None = None, migrate: bool = True, config_path: str | None = None
+) -> Runtime:
     clock = clock or SystemClock()
     engine = create_store_engine(
         settings.store.url,
@@ -114,4 +146,5 @@ def build_runtime(settings: Settings, clock: Clock | None = None, migrate: bool 
         reader=Reader(store),
         registry=registry,
         api_metrics=api_metrics,
+        config_path=config_path,
     )

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from collector.scrape_loop import TargetSpec
 from store.options import StoreOptions
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w|y)\s*$")
@@ -111,6 +113,72 @@ class StoreSettings(_Strict):
         )
 
 
+class TargetSettings(_Strict):
+    """One job: the same scrape settings for one or more URLs of /metrics endpoints."""
+
+    job: str = Field(min_length=1)
+    urls: list[str] = Field(min_length=1)
+    interval: DurationMs | None = None
+    timeout: DurationMs | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("urls")
+    @classmethod
+    def _http_urls(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            parsed = urlsplit(url)
+            if parsed.scheme not in ("http", "https") or not parsed.netloc:
+                raise ValueError(f"{url!r} is not an http(s) URL with a host")
+        return urls
+
+    @field_validator("labels")
+    @classmethod
+    def _label_names(cls, labels: dict[str, str]) -> dict[str, str]:
+        for name in labels:
+            if not re.match(r"^[a-zA-Z_][a-zA-Z0-9_]*$", name) or name.startswith("__") or name in ("job", "instance"):
+                raise ValueError(f"invalid target label name {name!r}")
+        return labels
+
+
+class ScrapeSettings(_Strict):
+    interval: DurationMs = 15_000
+    timeout: DurationMs = 10_000
+    # Per target: a body over this many bytes (decompressed) or more series than this
+    # (0: no limit) fails that scrape with up=0.
+    body_limit: int = Field(64 * 1024 * 1024, ge=1024)
+    series_limit: int = Field(0, ge=0)
+    targets: list[TargetSettings] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _timeouts_fit(self) -> ScrapeSettings:
+        for target in self.targets:
+            interval = target.interval or self.interval
+            timeout = target.timeout or self.timeout
+            if timeout > interval:
+                raise ValueError(f"job {target.job!r}: scrape timeout is longer than its interval")
+            if interval <= 0:
+                raise ValueError(f"job {target.job!r}: the interval must be positive")
+        return self
+
+    def specs(self) -> list[TargetSpec]:
+        out = []
+        for target in self.targets:
+            for url in target.urls:
+                out.append(
+                    TargetSpec(
+                        job=target.job,
+                        url=url,
+                        instance=urlsplit(url).netloc,
+                        interval_s=(target.interval or self.interval) / 1000,
+                        timeout_s=(target.timeout or self.timeout) / 1000,
+                        labels=tuple(sorted(target.labels.items())),
+                        body_limit=self.body_limit,
+                        series_limit=self.series_limit,
+                    )
+                )
+        return out
+
+
 class LoggingSettings(_Strict):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -118,4 +186,5 @@ class LoggingSettings(_Strict):
 class Settings(_Strict):
     server: ServerSettings = ServerSettings()
     store: StoreSettings = StoreSettings()
+    scrape: ScrapeSettings = ScrapeSettings()
     logging: LoggingSettings = LoggingSettings()

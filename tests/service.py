@@ -25,8 +25,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(settings: Settings, clock: Clock | None = None) -> Iterator[tuple[str, Runtime]]:
-    runtime = build_runtime(settings, clock)
+def serve(
+    settings: Settings, clock: Clock | None = None, config_path: str | None = None
+) -> Iterator[tuple[str, Runtime]]:
+    runtime = build_runtime(settings, clock, config_path=config_path)
     port = free_port()
     config = uvicorn.Config(create_app(runtime), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -12,8 +14,17 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
 from infermeter.api import routes_read, routes_write
+from infermeter.api.deps import WriterDep
 from infermeter.api.params import BadParam
 from infermeter.runtime import Runtime
+
+
+def _on_sighup(runtime: Runtime) -> None:
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(runtime.reload()))
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread (tests), or no SIGHUP
+        pass
 
 
 def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
@@ -23,10 +34,13 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if manage_lifecycle:
             await run_in_threadpool(runtime.start)
+            await runtime.start_collectors()
+            _on_sighup(runtime)
         try:
             yield
         finally:
             if manage_lifecycle:
+                await runtime.stop_collectors()
                 await run_in_threadpool(runtime.stop)
 
     app = FastAPI(
@@ -69,6 +83,15 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
         """The service's own metrics in Prometheus text format."""
         body = await run_in_threadpool(generate_latest, runtime.registry)
         return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/-/reload", tags=["health"])
+    async def reload(_auth: WriterDep) -> JSONResponse:
+        """Re-read the config file and apply its scrape targets (as SIGHUP does)."""
+        problems = await runtime.reload()
+        if problems:
+            return JSONResponse({"status": "error", "problems": problems}, status_code=400)
+        targets = len(runtime.scrapes.statuses()) if runtime.scrapes else 0
+        return JSONResponse({"status": "success", "targets": targets})
 
     app.include_router(routes_write.router)
     app.include_router(routes_read.router)

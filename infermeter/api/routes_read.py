@@ -125,3 +125,28 @@ async def metric_names(runtime: RuntimeDep) -> dict[str, Any]:
     with runtime.store.lock:
         names = runtime.store.index.metrics()
     return {"status": "success", "data": names}
+
+
+@router.get("/targets")
+async def targets(runtime: RuntimeDep) -> dict[str, Any]:
+    """Scrape targets and their health, in the shape of Prometheus's /api/v1/targets."""
+    statuses = runtime.scrapes.statuses() if runtime.scrapes else []
+    active = []
+    for st in statuses:
+        spec = st.spec
+        active.append(
+            {
+                "labels": dict(spec.target_labels()),
+                "scrapeUrl": spec.url,
+                "health": "up" if st.health.up else ("unknown" if st.scrapes == 0 else "down"),
+                "lastError": st.health.error,
+                "lastErrorReason": st.health.reason,
+                "lastScrape": st.last_scrape_ms / 1000,
+                "lastScrapeDuration": st.last_duration_s,
+                "scrapeInterval": f"{spec.interval_s:g}s",
+                "scrapeTimeout": f"{spec.timeout_s:g}s",
+                "scrapes": st.scrapes,
+                "failures": st.failures,
+            }
+        )
+    return {"status": "success", "data": {"activeTargets": active}}

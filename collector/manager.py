@@ -1,0 +1,77 @@
+"""Owns the scrape loops: starts, stops and reconciles them with the configured targets.
+
+``apply(specs)`` is what a reload calls: loops whose target is unchanged keep running (and keep
+their cadence and staleness memory), removed or changed ones are cancelled, new ones start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+
+import httpx
+
+from collector.http_source import HttpExpositionSource
+from collector.scrape_loop import ScrapeLoop, TargetSpec, TargetStatus
+from store.clock import Clock
+from store.types import SampleBatch
+
+log = logging.getLogger(__name__)
+
+
+class ScrapeManager:
+    def __init__(
+        self,
+        append: Callable[[SampleBatch], Awaitable[object]],
+        clock: Clock,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.append = append
+        self.clock = clock
+        self.rng = rng or random.Random()
+        self._client: httpx.AsyncClient | None = None
+        self._loops: dict[TargetSpec, tuple[ScrapeLoop, asyncio.Task[None]]] = {}
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            # Limits per request come from each target's timeout; no pool-wide cap on waiting.
+            self._client = httpx.AsyncClient(
+                follow_redirects=True, limits=httpx.Limits(max_connections=None, max_keepalive_connections=64)
+            )
+        return self._client
+
+    async def apply(self, specs: list[TargetSpec]) -> None:
+        wanted = set(specs)
+        for spec in [s for s in self._loops if s not in wanted]:
+            await self._stop(spec)
+        for spec in specs:
+            if spec in self._loops:
+                continue
+            source = HttpExpositionSource(
+                spec.url, self._http(), self.clock, body_limit=spec.body_limit, series_limit=spec.series_limit
+            )
+            loop = ScrapeLoop(spec, source, self.append, self.clock, self.rng)
+            task = asyncio.create_task(loop.run(), name=f"scrape {spec.job} {spec.url}")
+            self._loops[spec] = (loop, task)
+        log.info("scraping %d targets", len(self._loops))
+
+    async def _stop(self, spec: TargetSpec) -> None:
+        loop, task = self._loops.pop(spec)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        await loop.source.close()
+
+    async def stop(self) -> None:
+        for spec in list(self._loops):
+            await self._stop(spec)
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def statuses(self) -> list[TargetStatus]:
+        return [loop.status for loop, _ in self._loops.values()]

@@ -53,7 +53,10 @@ class TargetStatus:
     last_duration_s: float = 0.0
     scrapes: int = 0
     failures: int = 0
+    failures_by_reason: dict[str, int] = field(default_factory=dict)
     samples: int = 0
+    # How late the last scrape started against its tick: a busy event loop shows here first.
+    lag_s: float = 0.0
 
 
 class ScrapeLoop:
@@ -86,6 +89,7 @@ class ScrapeLoop:
         await asyncio.sleep(self.rng.uniform(0, interval))
         next_tick = loop.time()
         while True:
+            self.status.lag_s = max(0.0, loop.time() - next_tick)
             await self.scrape_once()
             next_tick += interval
             now = loop.time()
@@ -111,6 +115,8 @@ class ScrapeLoop:
         status.samples = len(result.batch)
         if not result.health.up:
             status.failures += 1
+            reason = result.health.reason or "error"
+            status.failures_by_reason[reason] = status.failures_by_reason.get(reason, 0) + 1
             # One line per failed scrape (never one per bad line of a body).
             log.warning("scrape failed: job=%s %s", self.spec.job, result.health.error)
         status.health = result.health

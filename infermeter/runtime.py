@@ -47,7 +47,7 @@ class Runtime:
     _threads: list[threading.Thread] = field(default_factory=list)
     started: bool = False
     config_path: str | None = None
-    scrapes: ScrapeManager | None = None
+    scrapes: ScrapeManager | None = None  # built by build_runtime; loops start with the server
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -81,13 +81,12 @@ class Runtime:
 
     # -- collectors (async: they live on the server's event loop) -----------------------------
     async def start_collectors(self) -> None:
-        self.scrapes = ScrapeManager(appender_call(self.store), self.clock)
-        await self.scrapes.apply(self.settings.scrape.specs())
+        if self.scrapes is not None:
+            await self.scrapes.apply(self.settings.scrape.specs())
 
     async def stop_collectors(self) -> None:
         if self.scrapes is not None:
             await self.scrapes.stop()
-            self.scrapes = None
 
     async def reload(self) -> list[str]:
         """Re-read the config file and apply its scrape targets; problems leave everything as is."""
@@ -137,8 +136,9 @@ def build_runtime(
     if migrate:
         db.upgrade(engine)
     store = TimeSeriesStore(engine, clock, settings.store.options())
-    registry, api_metrics = build_registry(store)
-    return Runtime(
+    scrapes = ScrapeManager(appender_call(store), clock)
+    registry, api_metrics = build_registry(store, scrapes.statuses)
+    runtime = Runtime(
         settings=settings,
         engine=engine,
         clock=clock,
@@ -147,4 +147,6 @@ def build_runtime(
         registry=registry,
         api_metrics=api_metrics,
         config_path=config_path,
+        scrapes=scrapes,
     )
+    return runtime

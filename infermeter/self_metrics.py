@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from collector.scrape_loop import TargetStatus
 from store.tsdb import TimeSeriesStore
 
 
@@ -40,6 +41,36 @@ class StoreCollector(Collector):
         )
 
 
+class ScrapeCollector(Collector):
+    """Per-target scrape health, read from the scrape loops' status at scrape time."""
+
+    def __init__(self, statuses: Callable[[], list[TargetStatus]]) -> None:
+        self.statuses = statuses
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["job", "instance"]
+        scrapes = CounterMetricFamily("infermeter_scrapes", "Scrapes attempted, per target.", labels=labels)
+        failures = CounterMetricFamily(
+            "infermeter_scrape_failures", "Failed scrapes, per target and reason.", labels=[*labels, "reason"]
+        )
+        up = GaugeMetricFamily("infermeter_target_up", "1 if the last scrape of the target succeeded.", labels=labels)
+        duration = GaugeMetricFamily(
+            "infermeter_target_scrape_duration_seconds", "Duration of the last scrape.", labels=labels
+        )
+        lag = GaugeMetricFamily(
+            "infermeter_scrape_loop_lag_seconds", "How late the last scrape started against its schedule.", labels=labels
+        )
+        for status in self.statuses():
+            ident = [status.spec.job, status.spec.instance]
+            scrapes.add_metric(ident, status.scrapes)
+            for reason, count in sorted(status.failures_by_reason.items()):
+                failures.add_metric([*ident, reason], count)
+            up.add_metric(ident, 1.0 if status.health.up else 0.0)
+            duration.add_metric(ident, status.last_duration_s)
+            lag.add_metric(ident, status.lag_s)
+        yield from (scrapes, failures, up, duration, lag)
+
+
 class ApiMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.requests = Counter(
@@ -53,7 +84,10 @@ class ApiMetrics:
         )
 
 
-def build_registry(store: TimeSeriesStore) -> tuple[CollectorRegistry, ApiMetrics]:
+def build_registry(
+    store: TimeSeriesStore, statuses: Callable[[], list[TargetStatus]]
+) -> tuple[CollectorRegistry, ApiMetrics]:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(StoreCollector(store))
+    registry.register(ScrapeCollector(statuses))
     return registry, ApiMetrics(registry)

@@ -75,6 +75,12 @@ def test_bad_targets_fail_alone_and_the_healthy_cadence_holds(store_url: str, tm
             assert abs(statistics.median(gaps) - INTERVAL) <= 0.1 * INTERVAL, gaps
             assert max(gaps) <= INTERVAL * 1.5, gaps
 
+            own = httpx.get(f"{base}/metrics").text
+            assert 'job="hung",reason="timeout"' in own
+            assert 'job="huge",reason="too_large"' in own
+            healthy_up = [line for line in own.splitlines() if line.startswith("infermeter_target_up") and 'job="healthy"' in line]
+            assert healthy_up and healthy_up[0].endswith(" 1.0")
+
             # Reload: a broken file changes nothing; a good one swaps the targets.
             config.write_text(config.read_text() + "    - job: 5\n      urls: [not-a-url]\n")
             reply = httpx.post(f"{base}/-/reload")

@@ -15,24 +15,37 @@ import httpx
 
 from collector.http_source import HttpExpositionSource
 from collector.scrape_loop import ScrapeLoop, TargetSpec, TargetStatus
+from collector.source import Source
 from store.clock import Clock
 from store.types import SampleBatch
 
 log = logging.getLogger(__name__)
 
 
+SourceFactory = Callable[[TargetSpec], Source]
+
+
 class ScrapeManager:
+    """``factories`` builds the Source for each kind of target; "http" is built in."""
+
     def __init__(
         self,
         append: Callable[[SampleBatch], Awaitable[object]],
         clock: Clock,
         rng: random.Random | None = None,
+        factories: dict[str, SourceFactory] | None = None,
     ) -> None:
         self.append = append
         self.clock = clock
         self.rng = rng or random.Random()
         self._client: httpx.AsyncClient | None = None
         self._loops: dict[TargetSpec, tuple[ScrapeLoop, asyncio.Task[None]]] = {}
+        self.factories: dict[str, SourceFactory] = {"http": self._http_source, **(factories or {})}
+
+    def _http_source(self, spec: TargetSpec) -> Source:
+        return HttpExpositionSource(
+            spec.url, self._http(), self.clock, body_limit=spec.body_limit, series_limit=spec.series_limit
+        )
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -49,10 +62,11 @@ class ScrapeManager:
         for spec in specs:
             if spec in self._loops:
                 continue
-            source = HttpExpositionSource(
-                spec.url, self._http(), self.clock, body_limit=spec.body_limit, series_limit=spec.series_limit
-            )
-            loop = ScrapeLoop(spec, source, self.append, self.clock, self.rng)
+            factory = self.factories.get(spec.kind)
+            if factory is None:
+                log.error("no source for target kind %r (%s); skipped", spec.kind, spec.url)
+                continue
+            loop = ScrapeLoop(spec, factory(spec), self.append, self.clock, self.rng)
             task = asyncio.create_task(loop.run(), name=f"scrape {spec.job} {spec.url}")
             self._loops[spec] = (loop, task)
         log.info("scraping %d targets", len(self._loops))

@@ -40,6 +40,10 @@ class TargetSpec:
     labels: tuple[tuple[str, str], ...] = ()
     body_limit: int = 64 * 1024 * 1024
     series_limit: int = 0
+    # Which kind of Source serves the target ("http" exposition, or a local source such as
+    # "nvml"), with that source's own options as sorted (name, value) pairs.
+    kind: str = "http"
+    options: tuple[tuple[str, str], ...] = ()
 
     def target_labels(self) -> tuple[tuple[str, str], ...]:
         return (("instance", self.instance), ("job", self.job), *self.labels)

@@ -1,0 +1,25 @@
+"""One entry point for a line of any supported format (logs often interleave them)."""
+
+from __future__ import annotations
+
+from collector.nccl import debug_lines, inspector, nccl_tests, watchdog
+from collector.nccl.debug_lines import DebugEvent
+from collector.nccl.inspector import InspectorPerf
+from collector.nccl.nccl_tests import PerfEvent
+from collector.nccl.watchdog import WatchdogTimeout
+
+Event = DebugEvent | WatchdogTimeout | InspectorPerf | PerfEvent
+
+
+def parse_any(line: str) -> Event | None:
+    """Try each parser, cheapest discriminator first; ``None`` means the line is ignored."""
+    if "NCCL " in line:
+        event: Event | None = debug_lines.parse_line(line)
+        if event is not None:
+            return event
+    if "Watchdog caught" in line:
+        return watchdog.parse_line(line)
+    stripped = line.lstrip()
+    if stripped.startswith("{"):
+        return inspector.parse_line(stripped)
+    return nccl_tests.parse_line(line)

@@ -22,6 +22,7 @@ from infermeter import db
 from infermeter.config_file import ConfigError, load_settings
 from infermeter.self_metrics import ApiMetrics, build_registry
 from infermeter.settings import Settings
+from infermeter.targets import source_factories, target_specs
 from store.clock import Clock, SystemClock
 from store.engine import create_store_engine
 from store.reader import Reader
@@ -82,7 +83,7 @@ class Runtime:
     # -- collectors (async: they live on the server's event loop) -----------------------------
     async def start_collectors(self) -> None:
         if self.scrapes is not None:
-            await self.scrapes.apply(self.settings.scrape.specs())
+            await self.scrapes.apply(target_specs(self.settings))
 
     async def stop_collectors(self) -> None:
         if self.scrapes is not None:
@@ -96,11 +97,12 @@ class Runtime:
             lines = [str(p) for p in exc.problems]
             log.error("reload refused, config is invalid:\n%s", "\n".join(lines))
             return lines
-        if settings.model_dump(exclude={"scrape"}) != self.settings.model_dump(exclude={"scrape"}):
-            log.warning("reload applies scrape targets only; other changed settings need a restart")
-        self.settings = self.settings.model_copy(update={"scrape": settings.scrape})
+        reloadable = {"scrape", "nccl"}
+        if settings.model_dump(exclude=reloadable) != self.settings.model_dump(exclude=reloadable):
+            log.warning("reload applies collection targets only; other changed settings need a restart")
+        self.settings = self.settings.model_copy(update={k: getattr(settings, k) for k in reloadable})
         if self.scrapes is not None:
-            await self.scrapes.apply(settings.scrape.specs())
+            await self.scrapes.apply(target_specs(self.settings))
         return []
 
     # -- health ------------------------------------------------------------------------------
@@ -136,7 +138,7 @@ def build_runtime(
     if migrate:
         db.upgrade(engine)
     store = TimeSeriesStore(engine, clock, settings.store.options())
-    scrapes = ScrapeManager(appender_call(store), clock)
+    scrapes = ScrapeManager(appender_call(store), clock, factories=source_factories(clock))
     registry, api_metrics = build_registry(store, scrapes.statuses)
     runtime = Runtime(
         settings=settings,

@@ -179,6 +179,14 @@ class ScrapeSettings(_Strict):
         return out
 
 
+class NcclSettings(_Strict):
+    """NCCL logs, PyTorch watchdog messages, Inspector output and nccl-tests results to follow."""
+
+    paths: list[str] = Field(default_factory=list)  # file globs
+    state_file: str = "./data/nccl-state.json"  # read offsets and counters survive restarts
+    interval: DurationMs = 15_000
+
+
 class LoggingSettings(_Strict):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -187,4 +195,5 @@ class Settings(_Strict):
     server: ServerSettings = ServerSettings()
     store: StoreSettings = StoreSettings()
     scrape: ScrapeSettings = ScrapeSettings()
+    nccl: NcclSettings = NcclSettings()
     logging: LoggingSettings = LoggingSettings()

@@ -87,5 +87,9 @@ class ScrapeManager:
             await self._client.aclose()
             self._client = None
 
+    def latest(self, kind: str) -> list[SampleBatch]:
+        """The newest scraped batch of every target of one kind (before target labels)."""
+        return [loop.last_scraped for loop, _ in self._loops.values() if loop.spec.kind == kind]
+
     def statuses(self) -> list[TargetStatus]:
         return [loop.status for loop, _ in self._loops.values()]

@@ -80,6 +80,7 @@ class ScrapeLoop:
         self.status = TargetStatus(spec)
         self._labelled: dict[SeriesKey, SeriesKey] = {}
         self._previous: set[SeriesKey] = set()
+        self.last_scraped = SampleBatch.empty()  # the newest scrape as the source returned it
         target = spec.target_labels()
         self._meta_keys = [
             SeriesKey("up", target),
@@ -121,9 +122,14 @@ class ScrapeLoop:
             status.failures += 1
             reason = result.health.reason or "error"
             status.failures_by_reason[reason] = status.failures_by_reason.get(reason, 0) + 1
-            # One line per failed scrape (never one per bad line of a body).
-            log.warning("scrape failed: job=%s %s", self.spec.job, result.health.error)
+            # One line per failed scrape (never one per bad line of a body); the same failure
+            # again (a host without NVML, a target down for hours) is logged once, not forever.
+            repeat = status.health == result.health
+            (log.debug if repeat else log.warning)("scrape failed: job=%s %s", self.spec.job, result.health.error)
+        elif not status.health.up and status.scrapes > 1:
+            log.info("scrape recovered: job=%s %s", self.spec.job, self.spec.url)
         status.health = result.health
+        self.last_scraped = result.batch
         try:
             await self.append(batch)
         except Exception:

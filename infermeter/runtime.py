@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, text
 
 from collector.exposition import SeriesCache
 from collector.manager import ScrapeManager
+from collector.nvml import render_dcgm
 from collector.scrape_loop import appender_call
 from infermeter import db
 from infermeter.config_file import ConfigError, load_settings
@@ -105,6 +107,15 @@ class Runtime:
             await self.scrapes.apply(target_specs(self.settings))
         return []
 
+    def dcgm_exposition(self) -> str:
+        """Local GPU series under dcgm-exporter's names, when configured (for /metrics)."""
+        gpu = self.settings.gpu
+        if not gpu.dcgm_names_on_metrics or self.scrapes is None:
+            return ""
+        return "".join(
+            render_dcgm(batch, hostname_label=gpu.dcgm_hostname_label) for batch in self.scrapes.latest("nvml")
+        )
+
     # -- health ------------------------------------------------------------------------------
     def readiness(self) -> dict[str, str]:
         """Problems keyed by component; empty when ready."""
@@ -127,7 +138,11 @@ class Runtime:
 
 
 def build_runtime(
-    settings: Settings, clock: Clock | None = None, migrate: bool = True, config_path: str | None = None
+    settings: Settings,
+    clock: Clock | None = None,
+    migrate: bool = True,
+    config_path: str | None = None,
+    nvml_module: Any = None,
 ) -> Runtime:
     clock = clock or SystemClock()
     engine = create_store_engine(
@@ -138,7 +153,7 @@ def build_runtime(
     if migrate:
         db.upgrade(engine)
     store = TimeSeriesStore(engine, clock, settings.store.options())
-    scrapes = ScrapeManager(appender_call(store), clock, factories=source_factories(clock))
+    scrapes = ScrapeManager(appender_call(store), clock, factories=source_factories(clock, nvml_module))
     registry, api_metrics = build_registry(store, scrapes.statuses)
     runtime = Runtime(
         settings=settings,

@@ -187,6 +187,19 @@ class NcclSettings(_Strict):
     interval: DurationMs = 15_000
 
 
+class GpuSettings(_Strict):
+    """Local GPUs through NVML. ``auto``: collect when NVML loads, else the target reports up=0
+    (once logged) and everything else carries on; ``off``: no GPU target."""
+
+    nvml: Literal["auto", "off"] = "auto"
+    interval: DurationMs = 15_000
+    per_call_timeout: DurationMs = 2_000
+    # Also serve the GPU series on /metrics under dcgm-exporter's names, units and labels,
+    # so NVIDIA's Grafana dashboard works unchanged.
+    dcgm_names_on_metrics: bool = True
+    dcgm_hostname_label: Literal["Hostname", "hostname"] = "Hostname"
+
+
 class LoggingSettings(_Strict):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -196,4 +209,5 @@ class Settings(_Strict):
     store: StoreSettings = StoreSettings()
     scrape: ScrapeSettings = ScrapeSettings()
     nccl: NcclSettings = NcclSettings()
+    gpu: GpuSettings = GpuSettings()
     logging: LoggingSettings = LoggingSettings()

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import socket
+from typing import Any
 
 from collector.manager import SourceFactory
 from collector.nccl.source import NcclLogSource
+from collector.nvml import NvmlGpuSource
 from collector.scrape_loop import TargetSpec
 from collector.source import Source
 from infermeter.settings import Settings
@@ -35,12 +37,34 @@ def target_specs(settings: Settings, host: str | None = None) -> list[TargetSpec
                 options=(("paths", json.dumps(nccl.paths)), ("state_file", nccl.state_file)),
             )
         )
+    gpu = settings.gpu
+    if gpu.nvml != "off":
+        interval = gpu.interval / 1000
+        specs.append(
+            TargetSpec(
+                job="gpu",
+                url=f"nvml://{host}",
+                instance=host,
+                interval_s=interval,
+                timeout_s=min(interval, 10.0),
+                kind="nvml",
+                options=(("per_call_timeout_s", str(gpu.per_call_timeout / 1000)),),
+            )
+        )
     return specs
 
 
-def source_factories(clock: Clock) -> dict[str, SourceFactory]:
+def source_factories(clock: Clock, nvml_module: Any = None) -> dict[str, SourceFactory]:
+    """``nvml_module``: the pynvml module to use (tests hand in a fake; None imports pynvml)."""
+
     def nccl(spec: TargetSpec) -> Source:
         options = dict(spec.options)
         return NcclLogSource(json.loads(options["paths"]), options["state_file"], clock)
 
-    return {"nccl": nccl}
+    def nvml(spec: TargetSpec) -> Source:
+        options = dict(spec.options)
+        return NvmlGpuSource(
+            clock, spec.instance, nvml=nvml_module, per_call_timeout_s=float(options["per_call_timeout_s"])
+        )
+
+    return {"nccl": nccl, "nvml": nvml}

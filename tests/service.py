@@ -26,9 +26,9 @@ def free_port() -> int:
 
 @contextmanager
 def serve(
-    settings: Settings, clock: Clock | None = None, config_path: str | None = None
+    settings: Settings, clock: Clock | None = None, config_path: str | None = None, nvml_module: object = None
 ) -> Iterator[tuple[str, Runtime]]:
-    runtime = build_runtime(settings, clock, config_path=config_path)
+    runtime = build_runtime(settings, clock, config_path=config_path, nvml_module=nvml_module)
     port = free_port()
     config = uvicorn.Config(create_app(runtime), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)

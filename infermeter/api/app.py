@@ -82,7 +82,8 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
     async def metrics() -> Response:
         """The service's own metrics in Prometheus text format."""
         body = await run_in_threadpool(generate_latest, runtime.registry)
-        return Response(body, media_type=CONTENT_TYPE_LATEST)
+        dcgm = runtime.dcgm_exposition()
+        return Response(body + dcgm.encode(), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/-/reload", tags=["health"])
     async def reload(_auth: WriterDep) -> JSONResponse:

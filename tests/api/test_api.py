@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from infermeter.settings import ServerSettings, Settings, StoreSettings
+from infermeter.settings import GpuSettings, ServerSettings, Settings, StoreSettings
 from store import ManualClock
 from tests.conftest import T0
 from tests.service import serve
@@ -21,6 +21,7 @@ def service(store_url: str) -> Iterator[tuple[str, ManualClock]]:
     settings = Settings(
         server=ServerSettings(max_body_bytes=64 * 1024),
         store=StoreSettings(url=store_url),
+        gpu=GpuSettings(nvml="off"),  # no local collectors writing series beside the test's own
     )
     with serve(settings, clock) as (base, _runtime):
         yield base, clock
@@ -124,7 +125,7 @@ def test_health_ready_metrics_and_openapi(service: tuple[str, ManualClock]) -> N
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 def test_write_requires_token_when_configured(store_url: str) -> None:
-    settings = Settings(server=ServerSettings(api_token="s3cret"), store=StoreSettings(url=store_url))
+    settings = Settings(server=ServerSettings(api_token="s3cret"), store=StoreSettings(url=store_url), gpu=GpuSettings(nvml="off"))
     body = json.dumps({"samples": [{"metric": "m", "ts": T0, "value": 1}]})
     with serve(settings, ManualClock(T0)) as (base, _):
         assert _push(base, body).status_code == 401

@@ -20,7 +20,7 @@ def test_nccl_logs_are_collected_by_the_service(store_url: str, tmp_path: Path) 
     (logs / "rank0.log").write_text(DEBUG_LOG + WATCHDOG_LOG)
     config = tmp_path / "infermeter.yaml"
     config.write_text(
-        f"store:\n  url: {store_url}\n"
+        f"store:\n  url: {store_url}\ngpu:\n  nvml: 'off'\n"
         f"nccl:\n  paths: ['{logs}/*.log']\n  state_file: {tmp_path / 'nccl.json'}\n  interval: 300ms\n"
     )
     settings, _ = load_settings(str(config))

@@ -18,7 +18,7 @@ INTERVAL = 0.5
 
 def _config(path: Path, base: str, store_url: str, jobs: dict[str, str]) -> None:
     lines = [
-        f"store:\n  url: {store_url}\n",
+        f"store:\n  url: {store_url}\ngpu:\n  nvml: 'off'\n",
         f"scrape:\n  interval: {int(INTERVAL * 1000)}ms\n  timeout: 300ms\n  body_limit: 10000000\n  targets:\n",
     ]
     for job, route in jobs.items():

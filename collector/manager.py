@@ -10,10 +10,12 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from typing import cast
 
 import httpx
 
 from collector.http_source import HttpExpositionSource
+from collector.mapping import CanonicalMapper, Engine
 from collector.scrape_loop import ScrapeLoop, TargetSpec, TargetStatus
 from collector.source import Source
 from store.clock import Clock
@@ -23,6 +25,19 @@ log = logging.getLogger(__name__)
 
 
 SourceFactory = Callable[[TargetSpec], Source]
+
+
+def _canonical_for(spec: TargetSpec) -> Callable[[SampleBatch], SampleBatch] | None:
+    """Exposition targets map known engines onto canonical metrics (``engine`` option:
+    ``auto`` detects from the metric names, ``none`` stores the raw series only)."""
+    if spec.kind != "http":
+        return None
+    engine = dict(spec.options).get("engine", "auto")
+    if engine == "none":
+        return None
+    mapper = CanonicalMapper()
+    fixed = None if engine == "auto" else cast(Engine, engine)
+    return lambda batch: mapper.map(batch, fixed)
 
 
 class ScrapeManager:
@@ -66,7 +81,7 @@ class ScrapeManager:
             if factory is None:
                 log.error("no source for target kind %r (%s); skipped", spec.kind, spec.url)
                 continue
-            loop = ScrapeLoop(spec, factory(spec), self.append, self.clock, self.rng)
+            loop = ScrapeLoop(spec, factory(spec), self.append, self.clock, self.rng, _canonical_for(spec))
             task = asyncio.create_task(loop.run(), name=f"scrape {spec.job} {spec.url}")
             self._loops[spec] = (loop, task)
         log.info("scraping %d targets", len(self._loops))

@@ -71,8 +71,11 @@ class ScrapeLoop:
         append: Callable[[SampleBatch], Awaitable[object]],
         clock: Clock,
         rng: random.Random,
+        canonical: Callable[[SampleBatch], SampleBatch] | None = None,
     ) -> None:
         self.spec = spec
+        # Maps an engine's raw series onto the canonical set; both are stored.
+        self.canonical = canonical
         self.source = source
         self.append = append
         self.clock = clock
@@ -151,6 +154,14 @@ class ScrapeLoop:
 
     def _assemble(self, result: ScrapeResult, ts_ms: int, duration_s: float) -> SampleBatch:
         scraped = result.batch
+        if self.canonical is not None and len(scraped):
+            try:
+                mapped = self.canonical(scraped)
+            except Exception:  # a mapping bug must not cost the raw samples
+                log.exception("mapping the scrape of %s to canonical metrics failed", self.spec.url)
+                mapped = SampleBatch.empty()
+            if len(mapped):
+                scraped = _concat(scraped, mapped)
         keys = [self._label(k) for k in scraped.keys]
         current = set(keys)
         gone = [k for k in self._previous if k not in current]
@@ -170,6 +181,15 @@ class ScrapeLoop:
             [np.asarray(scraped.values, np.float64), np.full(len(gone), STALE_NAN), np.asarray(meta_values)]
         )
         return SampleBatch(all_keys, key_index, ts, values)
+
+
+def _concat(a: SampleBatch, b: SampleBatch) -> SampleBatch:
+    return SampleBatch(
+        [*a.keys, *b.keys],
+        np.concatenate([np.asarray(a.key_index, np.int64), np.asarray(b.key_index, np.int64) + len(a.keys)]),
+        np.concatenate([np.asarray(a.ts_ms, np.int64), np.asarray(b.ts_ms, np.int64)]),
+        np.concatenate([np.asarray(a.values, np.float64), np.asarray(b.values, np.float64)]),
+    )
 
 
 def appender_call(appender: Appender) -> Callable[[SampleBatch], Awaitable[object]]:

@@ -121,6 +121,9 @@ class TargetSettings(_Strict):
     interval: DurationMs | None = None
     timeout: DurationMs | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    # Which engine's names to map onto the canonical metrics: auto detects it from the
+    # metric names; none stores the raw series only. Raw series are always stored too.
+    engine: Literal["auto", "vllm", "sglang", "tgi", "triton", "dcgm", "none"] = "auto"
 
     @field_validator("urls")
     @classmethod
@@ -174,6 +177,7 @@ class ScrapeSettings(_Strict):
                         labels=tuple(sorted(target.labels.items())),
                         body_limit=self.body_limit,
                         series_limit=self.series_limit,
+                        options=(("engine", target.engine),),
                     )
                 )
         return out

@@ -68,6 +68,10 @@ def test_bad_targets_fail_alone_and_the_healthy_cadence_holds(store_url: str, tm
 
             running = _instant(base, 'vllm:num_requests_running{job="healthy"}')
             assert running and running[0]["metric"]["instance"].startswith("127.0.0.1:")
+            # the engine is detected and its series mapped onto the canonical set, beside the raw ones
+            canonical = _instant(base, 'inference_requests_running{job="healthy"}')
+            assert [(c["metric"]["engine"], c["metric"]["model"], c["value"][1]) for c in canonical] == [("vllm", "m", "3")]  # type: ignore[index]
+            assert _instant(base, 'inference_generation_tokens_total{job="healthy",engine="vllm"}')
             hits = state.healthy_hits[1:]
             gaps = [b - a for a, b in zip(hits, hits[1:])]
             assert len(gaps) >= 10

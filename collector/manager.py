@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import cast
 
 import httpx
+from opentelemetry.trace import NoOpTracer, Tracer
 
 from collector.http_source import HttpExpositionSource
 from collector.mapping import CanonicalMapper, Engine
@@ -56,6 +57,7 @@ class ScrapeManager:
         self._client: httpx.AsyncClient | None = None
         self._loops: dict[TargetSpec, tuple[ScrapeLoop, asyncio.Task[None]]] = {}
         self.factories: dict[str, SourceFactory] = {"http": self._http_source, **(factories or {})}
+        self.tracer: Tracer = NoOpTracer()
 
     def _http_source(self, spec: TargetSpec) -> Source:
         return HttpExpositionSource(
@@ -81,7 +83,9 @@ class ScrapeManager:
             if factory is None:
                 log.error("no source for target kind %r (%s); skipped", spec.kind, spec.url)
                 continue
-            loop = ScrapeLoop(spec, factory(spec), self.append, self.clock, self.rng, _canonical_for(spec))
+            loop = ScrapeLoop(
+                spec, factory(spec), self.append, self.clock, self.rng, _canonical_for(spec), self.tracer
+            )
             task = asyncio.create_task(loop.run(), name=f"scrape {spec.job} {spec.url}")
             self._loops[spec] = (loop, task)
         log.info("scraping %d targets", len(self._loops))

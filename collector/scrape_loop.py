@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from opentelemetry.trace import NoOpTracer, Span, StatusCode, Tracer
 
 from collector.source import Health, ScrapeResult, Source
 from store.clock import Clock
@@ -72,7 +73,9 @@ class ScrapeLoop:
         clock: Clock,
         rng: random.Random,
         canonical: Callable[[SampleBatch], SampleBatch] | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
+        self.tracer = tracer or NoOpTracer()
         self.spec = spec
         # Maps an engine's raw series onto the canonical set; both are stored.
         self.canonical = canonical
@@ -106,6 +109,12 @@ class ScrapeLoop:
             await asyncio.sleep(next_tick - now)
 
     async def scrape_once(self) -> None:
+        with self.tracer.start_as_current_span(
+            "scrape", attributes={"job": self.spec.job, "instance": self.spec.instance, "url": self.spec.url}
+        ) as span:
+            await self._scrape(span)
+
+    async def _scrape(self, span: Span) -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
         ts_ms = self.clock.now_ms()
@@ -133,6 +142,10 @@ class ScrapeLoop:
             log.info("scrape recovered: job=%s %s", self.spec.job, self.spec.url)
         status.health = result.health
         self.last_scraped = result.batch
+        span.set_attribute("up", result.health.up)
+        span.set_attribute("samples", len(result.batch))
+        if not result.health.up:
+            span.set_status(StatusCode.ERROR, result.health.error)
         try:
             await self.append(batch)
         except Exception:

@@ -25,6 +25,7 @@ from infermeter.config_file import ConfigError, load_settings
 from infermeter.self_metrics import ApiMetrics, build_registry
 from infermeter.settings import Settings
 from infermeter.targets import source_factories, target_specs
+from infermeter.telemetry import Telemetry
 from store.clock import Clock, SystemClock
 from store.engine import create_store_engine
 from store.reader import Reader
@@ -51,6 +52,7 @@ class Runtime:
     started: bool = False
     config_path: str | None = None
     scrapes: ScrapeManager | None = None  # built by build_runtime; loops start with the server
+    telemetry: Telemetry | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -72,6 +74,8 @@ class Runtime:
         self._threads.clear()
         self.store.close(flush=True)
         self.engine.dispose()
+        if self.telemetry is not None:
+            self.telemetry.shutdown()
         self.started = False
 
     def _maintenance_loop(self) -> None:
@@ -155,6 +159,9 @@ def build_runtime(
     store = TimeSeriesStore(engine, clock, settings.store.options())
     scrapes = ScrapeManager(appender_call(store), clock, factories=source_factories(clock, nvml_module))
     registry, api_metrics = build_registry(store, scrapes.statuses)
+    tel = settings.telemetry
+    telemetry = Telemetry(tel.otlp_endpoint, tel.export_interval, tel.service_name, store, scrapes.statuses)
+    scrapes.tracer = telemetry.tracer
     runtime = Runtime(
         settings=settings,
         engine=engine,
@@ -165,5 +172,6 @@ def build_runtime(
         api_metrics=api_metrics,
         config_path=config_path,
         scrapes=scrapes,
+        telemetry=telemetry,
     )
     return runtime

@@ -204,6 +204,14 @@ class GpuSettings(_Strict):
     dcgm_hostname_label: Literal["Hostname", "hostname"] = "Hostname"
 
 
+class TelemetrySettings(_Strict):
+    """OpenTelemetry metrics and traces of the service itself over OTLP/HTTP; off without an endpoint."""
+
+    otlp_endpoint: str | None = None  # e.g. http://127.0.0.1:4318
+    export_interval: DurationMs = 15_000
+    service_name: str = "infermeter"
+
+
 class LoggingSettings(_Strict):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
@@ -214,4 +222,5 @@ class Settings(_Strict):
     scrape: ScrapeSettings = ScrapeSettings()
     nccl: NcclSettings = NcclSettings()
     gpu: GpuSettings = GpuSettings()
+    telemetry: TelemetrySettings = TelemetrySettings()
     logging: LoggingSettings = LoggingSettings()

@@ -8,6 +8,7 @@ from starlette.concurrency import run_in_threadpool
 
 from infermeter.api.deps import RuntimeDep, WriterDep
 from infermeter.api.ingest import BadPayload, BodyTooLarge, decode_exposition, decode_json, decompress
+from infermeter.api.remote_write import decode_remote_write
 from store.types import SampleBatch
 
 router = APIRouter(prefix="/api/v1", tags=["ingest"])
@@ -37,6 +38,17 @@ def _error(status: int, where: str, message: str) -> JSONResponse:
 
 
 @router.post(
+    "/write",
+    summary="Prometheus remote write (snappy-compressed protobuf WriteRequest)",
+    responses={200: {"description": "Committed."}, 400: {"description": "Malformed body; nothing stored."}},
+)
+async def remote_write(request: Request, runtime: RuntimeDep, _auth: WriterDep) -> JSONResponse:
+    """Point Prometheus's ``remote_write`` here; the same as POST /api/v1/samples with
+    ``Content-Type: application/x-protobuf``."""
+    return await push_samples(request, runtime, _auth)
+
+
+@router.post(
     "/samples",
     responses={
         200: {"description": "Committed; counts of accepted, duplicate and rejected samples."},
@@ -54,10 +66,13 @@ async def push_samples(request: Request, runtime: RuntimeDep, _auth: WriterDep) 
     metrics = runtime.api_metrics
     try:
         body = await _read_body(request, limit)
-        body = decompress(body, request.headers.get("content-encoding"), limit)
         content_type = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
         now = runtime.clock.now_ms()
-        if content_type in _TEXT_TYPES:
+        if content_type == "application/x-protobuf":
+            # Prometheus remote write: snappy is part of the protocol, not an HTTP encoding.
+            batch = await run_in_threadpool(decode_remote_write, body, limit)
+        elif content_type in _TEXT_TYPES:
+            body = decompress(body, request.headers.get("content-encoding"), limit)
 
             def parse() -> SampleBatch:
                 with runtime.push_lock:
@@ -65,9 +80,14 @@ async def push_samples(request: Request, runtime: RuntimeDep, _auth: WriterDep) 
 
             batch = await run_in_threadpool(parse)
         elif content_type in ("application/json", ""):
+            body = decompress(body, request.headers.get("content-encoding"), limit)
             batch = await run_in_threadpool(decode_json, body, now)
         else:
-            raise BadPayload("Content-Type", f"unsupported {content_type!r}: use application/json or text/plain", 415)
+            raise BadPayload(
+                "Content-Type",
+                f"unsupported {content_type!r}: use application/json, text/plain or application/x-protobuf",
+                415,
+            )
     except BodyTooLarge:
         metrics.ingest_errors.labels("too_large").inc()
         return _error(413, "body", f"larger than the limit of {limit} bytes")

@@ -151,3 +151,41 @@ def test_ready_reports_schema_behind(store_url: str, tmp_path: object) -> None:
         assert "infermeter db upgrade" in reply.json()["problems"]["schema"]
         with runtime.engine.begin() as conn:
             conn.execute(text("UPDATE alembic_version SET version_num = '0001'"))
+
+
+def _write_request(series: list[tuple[dict[str, str], list[tuple[int, float]]]]) -> bytes:
+    import cramjam
+
+    from infermeter.api.remote_write import write_request_class
+
+    request = write_request_class()()
+    for labels, samples in series:
+        ts = request.timeseries.add()
+        for name, value in labels.items():
+            ts.labels.add(name=name, value=value)
+        for t, v in samples:
+            ts.samples.add(timestamp=t, value=v)
+    return bytes(cramjam.snappy.compress_raw(request.SerializeToString()))
+
+
+def test_prometheus_remote_write(service: tuple[str, ManualClock]) -> None:
+    base, _ = service
+    body = _write_request(
+        [
+            ({"__name__": "gpu_util", "gpu": "0", "job": "prom"}, [(T0, 50.0), (T0 + 15_000, 55.0)]),
+            ({"__name__": "gpu_util", "gpu": "1", "job": "prom"}, [(T0, 70.0)]),
+        ]
+    )
+    headers = {"content-type": "application/x-protobuf", "content-encoding": "snappy", "x-prometheus-remote-write-version": "0.1.0"}
+    reply = httpx.post(f"{base}/api/v1/write", content=body, headers=headers)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["data"]["accepted"] == 3
+    assert sorted(_values(base, 'gpu_util{job="prom"}'), key=lambda r: r[0]["gpu"]) == [
+        ({"__name__": "gpu_util", "gpu": "0", "job": "prom"}, "55"),
+        ({"__name__": "gpu_util", "gpu": "1", "job": "prom"}, "70"),
+    ]
+    bad = httpx.post(f"{base}/api/v1/write", content=b"not snappy at all", headers=headers)
+    assert bad.status_code == 400 and "snappy" in bad.json()["error"]
+    nameless = _write_request([({"gpu": "0"}, [(T0, 1.0)])])
+    reply = httpx.post(f"{base}/api/v1/samples", content=nameless, headers=headers)
+    assert reply.status_code == 422 and reply.json()["where"] == "timeseries.0"

@@ -82,9 +82,9 @@ def build_app(state: TargetState) -> Starlette:
 
 
 @contextmanager
-def serve_targets() -> Iterator[tuple[str, TargetState]]:
+def serve_targets(port: int | None = None) -> Iterator[tuple[str, TargetState]]:
     state = TargetState()
-    port = free_port()
+    port = port or free_port()
     server = uvicorn.Server(uvicorn.Config(build_app(state), host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -11,19 +11,19 @@ import pytest
 
 from infermeter.config_file import load_settings
 from tests.collector.targets import serve_targets
-from tests.service import serve
+from tests.service import free_port, serve
 
 INTERVAL = 0.5
 
 
-def _config(path: Path, base: str, store_url: str, jobs: dict[str, str]) -> None:
+def _config(path: Path, base: str, store_url: str, jobs: dict[str, str], extra: str = "") -> None:
     lines = [
         f"store:\n  url: {store_url}\ngpu:\n  nvml: 'off'\n",
         f"scrape:\n  interval: {int(INTERVAL * 1000)}ms\n  timeout: 300ms\n  body_limit: 10000000\n  targets:\n",
     ]
     for job, route in jobs.items():
         lines.append(f"    - job: {job}\n      urls: [{base}{route}]\n")
-    path.write_text("".join(lines))
+    path.write_text("".join(lines) + extra)
 
 
 def _targets(base: str) -> dict[str, dict[str, object]]:
@@ -41,8 +41,10 @@ def _instant(base: str, query: str) -> list[dict[str, object]]:
 def test_bad_targets_fail_alone_and_the_healthy_cadence_holds(store_url: str, tmp_path: Path) -> None:
     config = tmp_path / "infermeter.yaml"
     jobs = {"healthy": "/healthy", "hung": "/hang", "drip": "/drip", "huge": "/huge", "malformed": "/malformed", "flaky": "/flaky"}
+    gone_port = free_port()  # nothing listens here until the test starts a server on it
+    gone = f"    - job: gone\n      urls: [http://127.0.0.1:{gone_port}/healthy]\n"
     with serve_targets() as (targets_base, state):
-        _config(config, targets_base, store_url, jobs)
+        _config(config, targets_base, store_url, jobs, gone)
         settings, _ = load_settings(str(config))
         with serve(settings, config_path=str(config)) as (base, _runtime):
             time.sleep(6 * INTERVAL)
@@ -53,6 +55,12 @@ def test_bad_targets_fail_alone_and_the_healthy_cadence_holds(store_url: str, tm
             assert status["huge"]["lastErrorReason"] == "too_large"
             assert status["malformed"]["lastErrorReason"] == "parse"
             assert "line 2" in str(status["malformed"]["lastError"]) and "not-a-number" in str(status["malformed"]["lastError"])
+
+            # A target that is not there at all: connection refused, up=0; then it appears.
+            assert _targets(base)["gone"]["lastErrorReason"] == "connect"
+            with serve_targets(gone_port):
+                time.sleep(3 * INTERVAL)
+                assert _targets(base)["gone"]["health"] == "up"
 
             # The flaky target goes away: up=0, its series go stale; then it comes back.
             assert _instant(base, 'flaky_value{job="flaky"}')
@@ -90,7 +98,7 @@ def test_bad_targets_fail_alone_and_the_healthy_cadence_holds(store_url: str, tm
             reply = httpx.post(f"{base}/-/reload")
             assert reply.status_code == 400
             assert any("urls" in p for p in reply.json()["problems"])
-            assert set(_targets(base)) == set(jobs)
+            assert set(_targets(base)) == set(jobs) | {"gone"}
             _config(config, targets_base, store_url, {"healthy": "/healthy"})
             reply = httpx.post(f"{base}/-/reload")
             assert reply.status_code == 200 and reply.json()["targets"] == 1

@@ -1,0 +1,466 @@
+"""Scrape benchmark: CPU per million samples stored by ``infermeter up`` scraping N loopback targets,
+side by side with Prometheus scraping the same targets at the same interval.
+
+One run, one system after the other (never both at once, so neither steals the other's cores):
+
+1. a separate process (:mod:`benchmarks.scrape_targets`) serves N targets on N loopback ports, half
+   dcgm-exporter-shaped, half vLLM-shaped, each about ``--series`` series, values changing every scrape;
+2. ``infermeter up`` with a temp SQLite store, NVML off, scraping the N targets; after ``--warmup``
+   seconds and again ``--duration`` seconds later it reads the process's CPU time (user + system,
+   children excluded) and ``infermeter_store_samples_appended_total``;
+3. Prometheus (``/usr/bin/prometheus``) with a temp TSDB, same targets, same window, counting its own
+   ``prometheus_tsdb_head_samples_appended_total`` (which includes the 5 synthetic series it
+   writes per target and scrape: up, scrape_duration_seconds, ...).
+
+Ends with ``target scrape_cpu_vs_prometheus: <ours / prom CPU s per M samples> (goal <= 1.5) ...``.
+
+Run: ``.venv/bin/python -m benchmarks.scrape_bench [--quick] [--targets 100] [--series 1000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import httpx
+import psutil
+
+from benchmarks._common import MIB, Target, free_port, scratch_dir, section
+from benchmarks.store_common import skipped
+
+REPO = Path(__file__).resolve().parent.parent
+PROMETHEUS = "/usr/bin/prometheus"
+GOAL = 1.5
+TARGET_NAME = "scrape_cpu_vs_prometheus"
+
+
+# -- processes ----------------------------------------------------------------------------------
+def start(
+    cmd: list[str], log: IO[bytes], cwd: Path, stdout: int | IO[bytes] | None = None
+) -> subprocess.Popen[bytes]:
+    """A child in its own process group (so stopping it takes anything it spawned too)."""
+    return subprocess.Popen(
+        cmd, stdout=stdout if stdout is not None else log, stderr=log, cwd=cwd, start_new_session=True
+    )
+
+
+def stop(proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    """SIGINT the process group, SIGKILL it if it does not exit in time."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@contextlib.contextmanager
+def running(
+    cmd: list[str], log_path: Path, cwd: Path, pipe_stdout: bool = False
+) -> Iterator[subprocess.Popen[bytes]]:
+    with open(log_path, "wb") as log:
+        proc = start(cmd, log, cwd, subprocess.PIPE if pipe_stdout else None)
+        try:
+            yield proc
+        finally:
+            stop(proc)
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def wait_http(
+    client: httpx.Client, path: str, proc: subprocess.Popen[bytes], what: str, timeout_s: float = 120.0
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before it was ready")
+        try:
+            if client.get(path).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{what} did not become ready within {timeout_s:.0f} s")
+
+
+def metric_value(client: httpx.Client, name: str) -> float:
+    """``name`` from a /metrics page, summed over its label sets (NaN when absent)."""
+    total, found = 0.0, False
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            total += float(line.rsplit(" ", 1)[1])
+            found = True
+    return total if found else float("nan")
+
+
+def cpu_s(ps: psutil.Process) -> float:
+    times = ps.cpu_times()
+    return float(times.user + times.system)
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# -- measurement ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Point:
+    wall: float
+    cpu: float
+    samples: float
+
+
+@dataclass(frozen=True)
+class Result:
+    name: str
+    cpu_s: float
+    samples: float
+    wall_s: float
+    rss: int
+    failed_share: float
+    scraped: float  # samples read from the targets in the window (successful scrapes x series)
+    note: str
+
+    @property
+    def cpu_per_m(self) -> float:
+        """CPU seconds per million samples stored."""
+        return self.cpu_s / (self.samples / 1e6) if self.samples > 0 else float("inf")
+
+    @property
+    def cpu_per_m_scraped(self) -> float:
+        return self.cpu_s / (self.scraped / 1e6) if self.scraped > 0 else float("inf")
+
+    def print(self, total_series: int) -> None:
+        print(f"  window                         {self.wall_s:10.1f} s")
+        print(
+            f"  CPU (user+system)              {self.cpu_s:10.2f} s  ({100 * self.cpu_s / self.wall_s:.0f}% of one core)"
+        )
+        print(
+            f"  samples stored                 {self.samples:12,.0f}  ({self.samples / self.wall_s:,.0f} samples/s)"
+        )
+        print(
+            f"  samples scraped                {self.scraped:12,.0f}  (stored / scraped = {self.samples / self.scraped:.2f})"
+        )
+        print(f"  CPU per million samples stored {self.cpu_per_m:10.2f} s")
+        print(f"  CPU per million scraped        {self.cpu_per_m_scraped:10.2f} s")
+        print(
+            f"  RSS at the end                 {self.rss / MIB:10.1f} MiB  ({self.rss / total_series:,.0f} B per scraped series)"
+        )
+        print(f"  scrapes failed                 {100 * self.failed_share:10.2f} %")
+        if self.note:
+            print(f"  {self.note}")
+
+
+def window(
+    ps: psutil.Process, read_samples: Callable[[], float], warmup_s: float, duration_s: float
+) -> tuple[Point, Point]:
+    # The warmup counts from the first stored sample (Prometheus starts scraping ~5 s after /-/ready).
+    deadline = time.monotonic() + 60.0
+    while not read_samples() > 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(warmup_s)
+    p0 = Point(time.monotonic(), cpu_s(ps), read_samples())
+    time.sleep(duration_s)
+    p1 = Point(time.monotonic(), cpu_s(ps), read_samples())
+    return p0, p1
+
+
+def our_failures(client: httpx.Client) -> tuple[int, int]:
+    active = client.get("/api/v1/targets").json()["data"]["activeTargets"]
+    return sum(int(t["scrapes"]) for t in active), sum(int(t["failures"]) for t in active)
+
+
+def fmt_duration(ms: int) -> str:
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def run_ours(args: argparse.Namespace, urls: list[str], tmp: Path) -> Result:
+    section("2. infermeter up")
+    port = free_port()
+    config = {
+        "server": {"host": "127.0.0.1", "port": port},
+        "store": {"url": f"sqlite:///{tmp / 'ours.sqlite'}"},
+        "gpu": {"nvml": "off"},
+        "logging": {"level": "WARNING"},
+        "scrape": {
+            "interval": fmt_duration(args.interval_ms),
+            "timeout": fmt_duration(args.timeout_ms),
+            "targets": [{"job": "bench", "urls": urls, "engine": args.engine}],
+        },
+    }
+    path = tmp / "infermeter.yaml"
+    path.write_text(json.dumps(config, indent=2))  # JSON is YAML
+    cmd = [str(REPO / ".venv" / "bin" / "infermeter"), "--config", str(path), "up", "--port", str(port)]
+    log = tmp / "ours.log"
+    with (
+        running(cmd, log, tmp) as proc,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30.0) as client,
+    ):
+        try:
+            wait_http(client, "/ready", proc, "infermeter up")
+        except RuntimeError:
+            print(tail(log))
+            raise
+        ps = psutil.Process(proc.pid)
+        edges: list[tuple[int, int]] = []
+
+        def read() -> float:
+            edges.append(our_failures(client))
+            return metric_value(client, "infermeter_store_samples_appended_total")
+
+        p0, p1 = window(ps, read, args.warmup, args.duration)
+        (s0, f0), (s1, f1) = edges[-2], edges[-1]  # the window's two edges
+        stored_series = metric_value(client, "infermeter_store_series")
+        rss = ps.memory_info().rss
+        lags = [
+            float(line.rsplit(" ", 1)[1])
+            for line in client.get("/metrics").text.splitlines()
+            if line.startswith("infermeter_scrape_loop_lag_seconds{")
+        ]
+    scrapes = s1 - s0
+    note = (
+        f"{scrapes:,} scrapes in the window ({scrapes / (p1.wall - p0.wall):.1f}/s, "
+        f"expected {len(urls) * 1000 / args.interval_ms:.1f}/s); "
+        f"since start {s1:,} scrapes, {f1:,} failed; "
+        f"loop lag max {max(lags, default=float('nan')):.2f} s; "
+        f"{stored_series:,.0f} series in the store (engine: {args.engine})"
+    )
+    if proc.returncode not in (0, None, -signal.SIGINT):
+        note += f"; exit code {proc.returncode}"
+    return Result(
+        "infermeter",
+        p1.cpu - p0.cpu,
+        p1.samples - p0.samples,
+        p1.wall - p0.wall,
+        rss,
+        (f1 - f0) / scrapes if scrapes else float("nan"),
+        float((scrapes - (f1 - f0)) * args.series),
+        note,
+    )
+
+
+def ensure_prometheus() -> str | None:
+    """The binary's path, installing the Debian package if it is missing; None when unavailable."""
+    if os.access(PROMETHEUS, os.X_OK):
+        return PROMETHEUS
+    if shutil.which("apt-get") is None or os.geteuid() != 0:
+        return None
+    print("prometheus missing: apt-get install -y prometheus ...", flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(
+        ["apt-get", "install", "-y", "--no-install-recommends", "prometheus"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+        timeout=600,
+    )
+    # The package's service is not started in a container without systemd; stop it if it was.
+    if shutil.which("service"):
+        subprocess.run(
+            ["service", "prometheus", "stop"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+    return PROMETHEUS if os.access(PROMETHEUS, os.X_OK) else None
+
+
+def prom_query(client: httpx.Client, query: str) -> float:
+    result = client.get("/api/v1/query", params={"query": query}).json()["data"]["result"]
+    return float(result[0]["value"][1]) if result else float("nan")
+
+
+def run_prometheus(args: argparse.Namespace, binary: str, hostports: list[str], tmp: Path) -> Result:
+    section("3. Prometheus")
+    port = free_port()
+    config = {
+        "global": {
+            "scrape_interval": fmt_duration(args.interval_ms),
+            "scrape_timeout": fmt_duration(args.timeout_ms),
+        },
+        "scrape_configs": [{"job_name": "bench", "static_configs": [{"targets": hostports}]}],
+    }
+    path = tmp / "prometheus.yml"
+    path.write_text(json.dumps(config, indent=2))
+    (tmp / "tsdb").mkdir()
+    cmd = [
+        binary,
+        f"--config.file={path}",
+        f"--storage.tsdb.path={tmp / 'tsdb'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--log.level=warn",
+    ]
+    version = subprocess.run(
+        [binary, "--version"], capture_output=True, text=True, check=False
+    ).stdout.splitlines()
+    log = tmp / "prometheus.log"
+    with (
+        running(cmd, log, tmp) as proc,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30.0) as client,
+    ):
+        try:
+            wait_http(client, "/-/ready", proc, "prometheus")
+        except RuntimeError:
+            print(tail(log))
+            raise
+        ps = psutil.Process(proc.pid)
+        p0, p1 = window(
+            ps,
+            lambda: metric_value(client, "prometheus_tsdb_head_samples_appended_total"),
+            args.warmup,
+            args.duration,
+        )
+        rss = ps.memory_info().rss
+        span = f"{int(p1.wall - p0.wall)}s"
+        total = prom_query(client, f"sum(count_over_time(up[{span}]))")
+        ok = prom_query(client, f"sum(sum_over_time(up[{span}]))")
+        per_scrape = prom_query(client, "sum(scrape_samples_scraped)")
+        scraped = prom_query(client, f"sum(sum_over_time(scrape_samples_scraped[{span}]))")
+    return Result(
+        "prometheus",
+        p1.cpu - p0.cpu,
+        p1.samples - p0.samples,
+        p1.wall - p0.wall,
+        rss,
+        (total - ok) / total if total else float("nan"),
+        scraped,
+        f"{version[0] if version else binary}; {total:,.0f} scrapes in the window; "
+        f"{per_scrape:,.0f} samples per round of scrapes (+5 synthetic series per target)",
+    )
+
+
+# -- main ---------------------------------------------------------------------------------------
+def parse_interval_ms(text: str) -> int:
+    text = text.strip()
+    if text.endswith("ms"):
+        return int(float(text[:-2]))
+    return int(float(text.removesuffix("s")) * 1000)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="short warmup and window (5 s + 15 s)")
+    parser.add_argument("--targets", type=int, default=100, help="loopback targets (default 100)")
+    parser.add_argument("--series", type=int, default=1000, help="series per target (default 1000)")
+    parser.add_argument("--interval", default="1s", help="scrape interval, e.g. 1s or 500ms (default 1s)")
+    parser.add_argument("--warmup", type=float, help="seconds before the window opens (default 20, quick 5)")
+    parser.add_argument(
+        "--duration", type=float, help="seconds of the measured window (default 120, quick 15)"
+    )
+    parser.add_argument(
+        "--engine",
+        default="auto",
+        choices=["auto", "none"],
+        help="our scrape job's engine option: auto also stores canonical series mapped from vLLM/dcgm names "
+        "(more samples stored per scrape); none stores the raw series only, like Prometheus (default auto)",
+    )
+    parser.add_argument("--no-prometheus", action="store_true", help="skip the Prometheus comparison")
+    args = parser.parse_args(argv)
+    args.warmup = args.warmup if args.warmup is not None else (5.0 if args.quick else 20.0)
+    args.duration = args.duration if args.duration is not None else (15.0 if args.quick else 120.0)
+    args.interval_ms = parse_interval_ms(args.interval)
+    args.timeout_ms = max(1, args.interval_ms * 4 // 5)
+    total_series = args.targets * args.series
+
+    print(
+        f"scrape benchmark: {args.targets} targets x {args.series} series = {total_series:,} series, "
+        f"every {fmt_duration(args.interval_ms)} (timeout {fmt_duration(args.timeout_ms)}); "
+        f"warmup {args.warmup:g} s, window {args.duration:g} s; {os.cpu_count()} CPUs"
+    )
+    results: list[Result] = []
+    prom_skip: str | None = "--no-prometheus" if args.no_prometheus else None
+    with scratch_dir("infermeter-scrape-bench-") as tmp:
+        section("1. targets")
+        target_cmd = [
+            sys.executable,
+            str(REPO / "benchmarks" / "scrape_targets.py"),
+            "--targets",
+            str(args.targets),
+            "--series",
+            str(args.series),
+        ]
+        with running(target_cmd, tmp / "targets.log", tmp, pipe_stdout=True) as targets_proc:
+            assert targets_proc.stdout is not None
+            line = targets_proc.stdout.readline()
+            if not line:
+                print(tail(tmp / "targets.log"))
+                raise SystemExit("the target server exited before listening")
+            ports: dict[str, list[int]] = json.loads(line)
+            hostports = [f"127.0.0.1:{p}" for kind in ("dcgm", "vllm") for p in ports[kind]]
+            urls = [f"http://{hp}/metrics" for hp in hostports]
+            with httpx.Client(timeout=10.0) as probe:
+                sizes = {
+                    kind: len(probe.get(f"http://127.0.0.1:{ports[kind][0]}/metrics").content)
+                    for kind in ports
+                    if ports[kind]
+                }
+            print(
+                f"{len(ports['dcgm'])} dcgm-shaped + {len(ports['vllm'])} vLLM-shaped targets in pid {targets_proc.pid}; "
+                + ", ".join(f"{k} body {v / 1024:.0f} KiB" for k, v in sizes.items())
+            )
+            tps = psutil.Process(targets_proc.pid)
+
+            t_cpu0 = cpu_s(tps)
+            ours = run_ours(args, urls, tmp)
+            ours.print(total_series)
+            results.append(ours)
+            print(f"  target server CPU during this run: {cpu_s(tps) - t_cpu0:.1f} s")
+
+            if prom_skip is None:
+                binary = ensure_prometheus()
+                if binary is None:
+                    prom_skip = "prometheus not installed"
+                    print(f"Prometheus: SKIP ({prom_skip})")
+                else:
+                    t_cpu0 = cpu_s(tps)
+                    prom = run_prometheus(args, binary, hostports, tmp)
+                    prom.print(total_series)
+                    results.append(prom)
+                    print(f"  target server CPU during this run: {cpu_s(tps) - t_cpu0:.1f} s")
+            else:
+                print("\nPrometheus: SKIP (--no-prometheus)")
+
+    section("summary")
+    for r in results:
+        print(
+            f"  {r.name:<11} {r.cpu_per_m:8.2f} CPU s per M samples  {r.samples / r.wall_s:10,.0f} samples/s  "
+            f"{r.cpu_per_m_scraped:6.2f} per M scraped  RSS {r.rss / MIB:7.1f} MiB ({r.rss / total_series:,.0f} B/series)  failed {100 * r.failed_share:.2f} %"
+        )
+    if prom_skip is not None or len(results) < 2:
+        print(skipped(TARGET_NAME, GOAL, False, prom_skip or "no Prometheus result"))
+        return 0
+    ratio = results[0].cpu_per_m / results[1].cpu_per_m
+    if not math.isfinite(ratio) or ratio <= 0:
+        print(skipped(TARGET_NAME, GOAL, False, "no samples counted in the window"))
+        return 1
+    ratio_scraped = results[0].cpu_per_m_scraped / results[1].cpu_per_m_scraped
+    print(f"ours / Prometheus CPU per sample stored: {ratio:.2f}x; per sample scraped: {ratio_scraped:.2f}x")
+    print(Target(TARGET_NAME, ratio, GOAL, higher_is_better=False).line())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

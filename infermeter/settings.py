@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from collector.scrape_loop import TargetSpec
 from store.options import StoreOptions
+from store.types import LABEL_NAME_RE
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w|y)\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000, "y": 31_536_000_000}
@@ -138,7 +139,7 @@ class TargetSettings(_Strict):
     @classmethod
     def _label_names(cls, labels: dict[str, str]) -> dict[str, str]:
         for name in labels:
-            if not re.match(r"^[a-zA-Z_][a-zA-Z0-9_]*$", name) or name.startswith("__") or name in ("job", "instance"):
+            if not LABEL_NAME_RE.match(name) or name.startswith("__") or name in ("job", "instance"):
                 raise ValueError(f"invalid target label name {name!r}")
         return labels
 

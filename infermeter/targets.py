@@ -20,37 +20,30 @@ from infermeter.settings import Settings
 from store.clock import Clock
 
 
+def _local(job: str, url: str, host: str, interval_ms: int, kind: str, options: dict[str, str]) -> TargetSpec:
+    """A source on this host: its own job, the host as instance, a timeout within the interval."""
+    interval = interval_ms / 1000
+    return TargetSpec(
+        job=job,
+        url=url,
+        instance=host,
+        interval_s=interval,
+        timeout_s=min(interval, 10.0),
+        kind=kind,
+        options=tuple(sorted(options.items())),
+    )
+
+
 def target_specs(settings: Settings, host: str | None = None) -> list[TargetSpec]:
     host = host or socket.gethostname()
     specs = settings.scrape.specs()
-    nccl = settings.nccl
+    nccl, gpu = settings.nccl, settings.gpu
     if nccl.paths:
-        interval = nccl.interval / 1000
-        specs.append(
-            TargetSpec(
-                job="nccl",
-                url=f"file://{host}/nccl",
-                instance=host,
-                interval_s=interval,
-                timeout_s=min(interval, 10.0),
-                kind="nccl",
-                options=(("paths", json.dumps(nccl.paths)), ("state_file", nccl.state_file)),
-            )
-        )
-    gpu = settings.gpu
+        options = {"paths": json.dumps(nccl.paths), "state_file": nccl.state_file}
+        specs.append(_local("nccl", f"file://{host}/nccl", host, nccl.interval, "nccl", options))
     if gpu.nvml != "off":
-        interval = gpu.interval / 1000
-        specs.append(
-            TargetSpec(
-                job="gpu",
-                url=f"nvml://{host}",
-                instance=host,
-                interval_s=interval,
-                timeout_s=min(interval, 10.0),
-                kind="nvml",
-                options=(("per_call_timeout_s", str(gpu.per_call_timeout / 1000)),),
-            )
-        )
+        options = {"per_call_timeout_s": str(gpu.per_call_timeout / 1000)}
+        specs.append(_local("gpu", f"nvml://{host}", host, gpu.interval, "nvml", options))
     return specs
 
 

@@ -8,6 +8,7 @@ pattern, :data:`STALE_NAN`, marks a series as stale the way Prometheus does.
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,10 @@ from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+
+# Prometheus's naming rules for metric and label names.
+METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 # Prometheus's staleness marker: a signalling NaN with this exact bit pattern.
 STALE_NAN_BITS = 0x7FF0000000000002

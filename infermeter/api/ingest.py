@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import gzip
 import math
-import re
 import zlib
 from typing import Annotated, Any
 
@@ -21,10 +20,10 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from collector.exposition import ParseError, SeriesCache, is_openmetrics_content_type, parse_exposition
-from store.types import SampleBatch, SeriesKey
+from store.types import LABEL_NAME_RE, METRIC_NAME_RE, SampleBatch, SeriesKey
 
-METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+METRIC_NAME = METRIC_NAME_RE
+LABEL_NAME = LABEL_NAME_RE
 _SPECIAL = {"nan": math.nan, "+inf": math.inf, "inf": math.inf, "-inf": -math.inf}
 
 

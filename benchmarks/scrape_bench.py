@@ -20,116 +20,38 @@ Run: ``.venv/bin/python -m benchmarks.scrape_bench [--quick] [--targets 100] [--
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
 import httpx
 import psutil
 
 from benchmarks._common import MIB, Target, free_port, scratch_dir, section
+from benchmarks.scrape_measure import (
+    Point,
+    cpu_s,
+    ensure_prometheus,
+    metric_value,
+    prom_query,
+    running,
+    serving,
+    tail,
+    window,
+)
 from benchmarks.store_common import skipped
 
 REPO = Path(__file__).resolve().parent.parent
-PROMETHEUS = "/usr/bin/prometheus"
 GOAL = 1.5
 TARGET_NAME = "scrape_cpu_vs_prometheus"
 
 
-# -- processes ----------------------------------------------------------------------------------
-def start(
-    cmd: list[str], log: IO[bytes], cwd: Path, stdout: int | IO[bytes] | None = None
-) -> subprocess.Popen[bytes]:
-    """A child in its own process group (so stopping it takes anything it spawned too)."""
-    return subprocess.Popen(
-        cmd, stdout=stdout if stdout is not None else log, stderr=log, cwd=cwd, start_new_session=True
-    )
-
-
-def stop(proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
-    """SIGINT the process group, SIGKILL it if it does not exit in time."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGINT)
-    try:
-        proc.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-@contextlib.contextmanager
-def running(
-    cmd: list[str], log_path: Path, cwd: Path, pipe_stdout: bool = False
-) -> Iterator[subprocess.Popen[bytes]]:
-    with open(log_path, "wb") as log:
-        proc = start(cmd, log, cwd, subprocess.PIPE if pipe_stdout else None)
-        try:
-            yield proc
-        finally:
-            stop(proc)
-            if proc.stdout is not None:
-                proc.stdout.close()
-
-
-def wait_http(
-    client: httpx.Client, path: str, proc: subprocess.Popen[bytes], what: str, timeout_s: float = 120.0
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{what} exited with {proc.returncode} before it was ready")
-        try:
-            if client.get(path).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"{what} did not become ready within {timeout_s:.0f} s")
-
-
-def metric_value(client: httpx.Client, name: str) -> float:
-    """``name`` from a /metrics page, summed over its label sets (NaN when absent)."""
-    total, found = 0.0, False
-    for line in client.get("/metrics").text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            total += float(line.rsplit(" ", 1)[1])
-            found = True
-    return total if found else float("nan")
-
-
-def cpu_s(ps: psutil.Process) -> float:
-    times = ps.cpu_times()
-    return float(times.user + times.system)
-
-
-def tail(path: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
-
-
-# -- measurement ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Point:
-    wall: float
-    cpu: float
-    samples: float
-
-
+# -- results -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Result:
     name: str
@@ -140,6 +62,22 @@ class Result:
     failed_share: float
     scraped: float  # samples read from the targets in the window (successful scrapes x series)
     note: str
+
+    @classmethod
+    def over(
+        cls, name: str, p0: Point, p1: Point, rss: int, failed_share: float, scraped: float, note: str
+    ) -> Result:
+        """The result of a window from its two edges."""
+        return cls(
+            name,
+            p1.cpu - p0.cpu,
+            p1.samples - p0.samples,
+            p1.wall - p0.wall,
+            rss,
+            failed_share,
+            scraped,
+            note,
+        )
 
     @property
     def cpu_per_m(self) -> float:
@@ -171,20 +109,7 @@ class Result:
             print(f"  {self.note}")
 
 
-def window(
-    ps: psutil.Process, read_samples: Callable[[], float], warmup_s: float, duration_s: float
-) -> tuple[Point, Point]:
-    # The warmup counts from the first stored sample (Prometheus starts scraping ~5 s after /-/ready).
-    deadline = time.monotonic() + 60.0
-    while not read_samples() > 0 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    time.sleep(warmup_s)
-    p0 = Point(time.monotonic(), cpu_s(ps), read_samples())
-    time.sleep(duration_s)
-    p1 = Point(time.monotonic(), cpu_s(ps), read_samples())
-    return p0, p1
-
-
+# -- the two systems ----------------------------------------------------------------------------
 def our_failures(client: httpx.Client) -> tuple[int, int]:
     active = client.get("/api/v1/targets").json()["data"]["activeTargets"]
     return sum(int(t["scrapes"]) for t in active), sum(int(t["failures"]) for t in active)
@@ -212,16 +137,7 @@ def run_ours(args: argparse.Namespace, urls: list[str], tmp: Path) -> Result:
     path.write_text(json.dumps(config, indent=2))  # JSON is YAML
     cmd = [str(REPO / ".venv" / "bin" / "infermeter"), "--config", str(path), "up", "--port", str(port)]
     log = tmp / "ours.log"
-    with (
-        running(cmd, log, tmp) as proc,
-        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30.0) as client,
-    ):
-        try:
-            wait_http(client, "/ready", proc, "infermeter up")
-        except RuntimeError:
-            print(tail(log))
-            raise
-        ps = psutil.Process(proc.pid)
+    with serving(cmd, log, tmp, port, "/ready", "infermeter up") as (proc, client, ps):
         edges: list[tuple[int, int]] = []
 
         def read() -> float:
@@ -247,48 +163,9 @@ def run_ours(args: argparse.Namespace, urls: list[str], tmp: Path) -> Result:
     )
     if proc.returncode not in (0, None, -signal.SIGINT):
         note += f"; exit code {proc.returncode}"
-    return Result(
-        "infermeter",
-        p1.cpu - p0.cpu,
-        p1.samples - p0.samples,
-        p1.wall - p0.wall,
-        rss,
-        (f1 - f0) / scrapes if scrapes else float("nan"),
-        float((scrapes - (f1 - f0)) * args.series),
-        note,
-    )
-
-
-def ensure_prometheus() -> str | None:
-    """The binary's path, installing the Debian package if it is missing; None when unavailable."""
-    if os.access(PROMETHEUS, os.X_OK):
-        return PROMETHEUS
-    if shutil.which("apt-get") is None or os.geteuid() != 0:
-        return None
-    print("prometheus missing: apt-get install -y prometheus ...", flush=True)
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    subprocess.run(
-        ["apt-get", "install", "-y", "--no-install-recommends", "prometheus"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        check=False,
-        timeout=600,
-    )
-    # The package's service is not started in a container without systemd; stop it if it was.
-    if shutil.which("service"):
-        subprocess.run(
-            ["service", "prometheus", "stop"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            check=False,
-        )
-    return PROMETHEUS if os.access(PROMETHEUS, os.X_OK) else None
-
-
-def prom_query(client: httpx.Client, query: str) -> float:
-    result = client.get("/api/v1/query", params={"query": query}).json()["data"]["result"]
-    return float(result[0]["value"][1]) if result else float("nan")
+    failed_share = (f1 - f0) / scrapes if scrapes else float("nan")
+    scraped = float((scrapes - (f1 - f0)) * args.series)
+    return Result.over("infermeter", p0, p1, rss, failed_share, scraped, note)
 
 
 def run_prometheus(args: argparse.Namespace, binary: str, hostports: list[str], tmp: Path) -> Result:
@@ -315,16 +192,7 @@ def run_prometheus(args: argparse.Namespace, binary: str, hostports: list[str], 
         [binary, "--version"], capture_output=True, text=True, check=False
     ).stdout.splitlines()
     log = tmp / "prometheus.log"
-    with (
-        running(cmd, log, tmp) as proc,
-        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30.0) as client,
-    ):
-        try:
-            wait_http(client, "/-/ready", proc, "prometheus")
-        except RuntimeError:
-            print(tail(log))
-            raise
-        ps = psutil.Process(proc.pid)
+    with serving(cmd, log, tmp, port, "/-/ready", "prometheus") as (proc, client, ps):
         p0, p1 = window(
             ps,
             lambda: metric_value(client, "prometheus_tsdb_head_samples_appended_total"),
@@ -337,17 +205,12 @@ def run_prometheus(args: argparse.Namespace, binary: str, hostports: list[str], 
         ok = prom_query(client, f"sum(sum_over_time(up[{span}]))")
         per_scrape = prom_query(client, "sum(scrape_samples_scraped)")
         scraped = prom_query(client, f"sum(sum_over_time(scrape_samples_scraped[{span}]))")
-    return Result(
-        "prometheus",
-        p1.cpu - p0.cpu,
-        p1.samples - p0.samples,
-        p1.wall - p0.wall,
-        rss,
-        (total - ok) / total if total else float("nan"),
-        scraped,
+    note = (
         f"{version[0] if version else binary}; {total:,.0f} scrapes in the window; "
-        f"{per_scrape:,.0f} samples per round of scrapes (+5 synthetic series per target)",
+        f"{per_scrape:,.0f} samples per round of scrapes (+5 synthetic series per target)"
     )
+    failed_share = (total - ok) / total if total else float("nan")
+    return Result.over("prometheus", p0, p1, rss, failed_share, scraped, note)
 
 
 # -- main ---------------------------------------------------------------------------------------

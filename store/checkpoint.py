@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 SLICE_SAMPLES = 250_000
 
 
-def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array) -> int:
+def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int) -> int:
     head = store.head
     sid, ts, val = head.unflushed_below(cutoff)
     live = head.last_ts != NEVER
@@ -57,7 +57,7 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array) -> int:
         store.rollup_cache.invalidate(resolution, overlap.sid.tolist())
         store.rollup_cache.extend(resolution, frame)
     store.flush_epoch += 1
-    keep_from = np.where(head.last_ts == NEVER, head.last_ts, head.last_ts - store.options.head_retain_ms)
+    keep_from = np.where(head.last_ts == NEVER, head.last_ts, head.last_ts - retain_ms)
     head.trim(keep_from)
     log.debug("checkpoint: %d samples flushed, %d carried", len(sid), len(carry[0]))
     return int(len(sid))
@@ -112,19 +112,25 @@ def _merge_existing(store: TimeSeriesStore, cur: Any, resolution: int, frame: Fr
     """Fold stored rows of the overlapping buckets into ``frame`` and delete them."""
     p = store.backend.param
     existing: list[tuple[Any, ...]] = []
+    # Buckets split by a flush are the same bucket for many series at once: one statement per
+    # bucket and batch of series, not one per series.
+    by_bucket: dict[int, list[int]] = {}
     for s, bucket in zip(overlap.sid.tolist(), overlap.bucket.tolist()):
-        cur.execute(
-            f'SELECT series_id, bucket_ms, "count", "sum", "min", "max", "first", "last", inc '
-            f"FROM rollups WHERE resolution_ms = {p} AND series_id = {p} AND bucket_ms = {p}",
-            (resolution, s, bucket),
-        )
-        row = cur.fetchone()
-        if row is not None:
-            existing.append(tuple(row))
+        by_bucket.setdefault(bucket, []).append(s)
+    for bucket, sids in by_bucket.items():
+        for start in range(0, len(sids), 500):
+            group = sids[start : start + 500]
+            marks = ", ".join([p] * len(group))
+            where = f"resolution_ms = {p} AND bucket_ms = {p} AND series_id IN ({marks})"
             cur.execute(
-                f"DELETE FROM rollups WHERE resolution_ms = {p} AND series_id = {p} AND bucket_ms = {p}",
-                (resolution, s, bucket),
+                f'SELECT series_id, bucket_ms, "count", "sum", "min", "max", "first", "last", inc '
+                f"FROM rollups WHERE {where}",
+                (resolution, bucket, *group),
             )
+            rows = [tuple(r) for r in cur.fetchall()]
+            if rows:
+                existing.extend(rows)
+                cur.execute(f"DELETE FROM rollups WHERE {where}", (resolution, bucket, *group))
     if not existing:
         return frame
     cols = list(zip(*existing))

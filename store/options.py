@@ -29,6 +29,10 @@ class StoreOptions:
         default_factory=lambda: {MINUTE_MS: 35 * DAY_MS, HOUR_MS: 400 * DAY_MS}
     )
     retention_interval_ms: int = 10 * MINUTE_MS
+    # When the head holds more samples than this, checkpoint early at a minute boundary and keep
+    # only the out-of-order window of flushed samples in memory: a fleet scraped every second
+    # would otherwise hold a whole chunk range of raw samples (24 bytes each) in memory.
+    max_head_samples: int = 10_000_000
     # Rollup rows of recently read series kept in memory (about 72 bytes a row); 0 disables.
     rollup_cache_rows: int = 2_000_000
 

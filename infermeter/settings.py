@@ -13,7 +13,6 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from collector.scrape_loop import TargetSpec
 from store.options import StoreOptions
 from store.types import LABEL_NAME_RE
 
@@ -165,25 +164,6 @@ class ScrapeSettings(_Strict):
             if interval <= 0:
                 raise ValueError(f"job {target.job!r}: the interval must be positive")
         return self
-
-    def specs(self) -> list[TargetSpec]:
-        out = []
-        for target in self.targets:
-            for url in target.urls:
-                out.append(
-                    TargetSpec(
-                        job=target.job,
-                        url=url,
-                        instance=urlsplit(url).netloc,
-                        interval_s=(target.interval or self.interval) / 1000,
-                        timeout_s=(target.timeout or self.timeout) / 1000,
-                        labels=tuple(sorted(target.labels.items())),
-                        body_limit=self.body_limit,
-                        series_limit=self.series_limit,
-                        options=(("engine", target.engine),),
-                    )
-                )
-        return out
 
 
 class NcclSettings(_Strict):

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import socket
 from typing import Any
+from urllib.parse import urlsplit
 
 from collector.manager import SourceFactory
 from collector.nccl.source import NcclLogSource
 from collector.nvml import NvmlGpuSource
 from collector.scrape_loop import TargetSpec
 from collector.source import Source
-from infermeter.settings import Settings
+from infermeter.settings import ScrapeSettings, Settings
 from store.clock import Clock
 
 
@@ -34,9 +35,28 @@ def _local(job: str, url: str, host: str, interval_ms: int, kind: str, options: 
     )
 
 
+def _http_specs(scrape: ScrapeSettings) -> list[TargetSpec]:
+    """One target per URL of every job, with the job's settings or the scrape defaults."""
+    return [
+        TargetSpec(
+            job=target.job,
+            url=url,
+            instance=urlsplit(url).netloc,
+            interval_s=(target.interval or scrape.interval) / 1000,
+            timeout_s=(target.timeout or scrape.timeout) / 1000,
+            labels=tuple(sorted(target.labels.items())),
+            body_limit=scrape.body_limit,
+            series_limit=scrape.series_limit,
+            options=(("engine", target.engine),),
+        )
+        for target in scrape.targets
+        for url in target.urls
+    ]
+
+
 def target_specs(settings: Settings, host: str | None = None) -> list[TargetSpec]:
     host = host or socket.gethostname()
-    specs = settings.scrape.specs()
+    specs = _http_specs(settings.scrape)
     nccl, gpu = settings.nccl, settings.gpu
     if nccl.paths:
         options = {"paths": json.dumps(nccl.paths), "state_file": nccl.state_file}

@@ -25,7 +25,7 @@ from store.rollup import Frame, increases, regroup
 from store.rollup_cache import split_by_series
 from store.rollup_reads import NEEDS, batches, cached_rollups, fetch_rows, sql_folded_rollups
 from store.series_index import Selector
-from store.tsdb import TimeSeriesStore
+from store.tsdb import HeadSnapshot, TimeSeriesStore
 from store.types import Float64Array, Int64Array, SeriesKey, is_stale_marker
 
 Fn = Literal["last", "avg", "min", "max", "sum", "count", "rate", "increase"]
@@ -92,15 +92,20 @@ class Reader:
             return []
         sids = np.asarray([s for s, _ in found], np.int64)
         snap = self.store.head_snapshot(sids, start_ms, end_ms)
+        samples = self._samples(sids, snap, start_ms, end_ms)
+        return [RawSeries(key, ts, val) for (_, key), (ts, val) in zip(found, samples)]
+
+    def _samples(
+        self, sids: Int64Array, snap: HeadSnapshot, start_ms: int, end_ms: int
+    ) -> list[tuple[Int64Array, Float64Array]]:
+        """Per series, its samples in [start, end]: chunks below ``head_start``, head from it."""
         chunk_data = self._chunk_samples(sids, snap.head_start, start_ms, end_ms)
         out = []
-        for i, (sid, key) in enumerate(found):
+        for i, sid in enumerate(sids.tolist()):
             old_ts, old_val = chunk_data.get(sid, (np.empty(0, np.int64), np.empty(0)))
             _, head_ts, head_val = snap.parts[i]
             from_head = head_ts >= snap.head_start[i]
-            ts = np.concatenate([old_ts, head_ts[from_head]])
-            val = np.concatenate([old_val, head_val[from_head]])
-            out.append(RawSeries(key, ts, val))
+            out.append((np.concatenate([old_ts, head_ts[from_head]]), np.concatenate([old_val, head_val[from_head]])))
         return out
 
     def _chunk_samples(
@@ -181,15 +186,11 @@ class Reader:
         resolution = self._tier_for(step, start_ms)
         snap = self.store.head_snapshot(sids, start_ms, end_ms)
         if resolution is None:
-            chunk_data = self._chunk_samples(sids, snap.head_start, start_ms, end_ms)
-            parts = []
-            for i, (sid, _) in enumerate(found):
-                _, head_ts, head_val = snap.parts[i]
-                take = head_ts >= snap.head_start[i]
-                old_ts, old_val = chunk_data.get(sid, (np.empty(0, np.int64), np.empty(0)))
-                ts = np.concatenate([old_ts, head_ts[take]])
-                val = np.concatenate([old_val, head_val[take]])
-                parts.append(Frame.from_samples(np.full(len(ts), sid, np.int64), ts, val))
+            samples = self._samples(sids, snap, start_ms, end_ms)
+            parts = [
+                Frame.from_samples(np.full(len(ts), sid, np.int64), ts, val)
+                for sid, (ts, val) in zip(sids.tolist(), samples)
+            ]
             return Frame.concat(parts), "raw"
         sid_list = sids.tolist()
         if self.store.rollup_cache.enabled:

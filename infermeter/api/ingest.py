@@ -22,8 +22,6 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from collector.exposition import ParseError, SeriesCache, is_openmetrics_content_type, parse_exposition
 from store.types import LABEL_NAME_RE, METRIC_NAME_RE, SampleBatch, SeriesKey
 
-METRIC_NAME = METRIC_NAME_RE
-LABEL_NAME = LABEL_NAME_RE
 _SPECIAL = {"nan": math.nan, "+inf": math.inf, "inf": math.inf, "-inf": -math.inf}
 
 
@@ -73,7 +71,7 @@ class _Labelled(BaseModel):
     @field_validator("metric")
     @classmethod
     def _metric(cls, name: str) -> str:
-        if not METRIC_NAME.match(name):
+        if not METRIC_NAME_RE.match(name):
             raise ValueError(f"invalid metric name {name!r}")
         return name
 
@@ -81,7 +79,7 @@ class _Labelled(BaseModel):
     @classmethod
     def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
         for name in labels:
-            if not LABEL_NAME.match(name) or name == "__name__":
+            if not LABEL_NAME_RE.match(name) or name == "__name__":
                 raise ValueError(f"invalid label name {name!r}")
         return labels
 

@@ -15,8 +15,8 @@ import cramjam
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from infermeter.api.ingest import LABEL_NAME, METRIC_NAME, BadPayload
-from store.types import SampleBatch, SeriesKey
+from infermeter.api.ingest import BadPayload
+from store.types import LABEL_NAME_RE, METRIC_NAME_RE, SampleBatch, SeriesKey
 
 _F = descriptor_pb2.FieldDescriptorProto
 
@@ -69,10 +69,10 @@ def decode_remote_write(body: bytes, limit: int) -> SampleBatch:
     for i, series in enumerate(request.timeseries):
         labels = {label.name: label.value for label in series.labels}
         name = labels.pop("__name__", "")
-        if not METRIC_NAME.match(name):
+        if not METRIC_NAME_RE.match(name):
             raise BadPayload(f"timeseries.{i}", f"invalid or missing __name__ {name!r}", 422)
         for label in labels:
-            if not LABEL_NAME.match(label):
+            if not LABEL_NAME_RE.match(label):
                 raise BadPayload(f"timeseries.{i}.labels", f"invalid label name {label!r}", 422)
         keys.append(SeriesKey(name, tuple(labels.items())))
         for sample in series.samples:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-from store.schema import metadata
+from migrations.metadata import ALL_METADATA
 
 config = context.config
-target_metadata = metadata
+target_metadata = ALL_METADATA
 
 
 def _run(connection: object) -> None:

@@ -13,7 +13,7 @@ from alembic.runtime.migration import MigrationContext
 
 from infermeter import db
 from store import create_store_engine
-from store.schema import metadata
+from migrations.metadata import ALL_METADATA
 from tests.conftest import PG_ADMIN, _pg_url
 
 
@@ -37,7 +37,7 @@ def test_upgrade_to_head_without_drift(empty_url: str) -> None:
     assert db.upgrade(engine) == db.head_revision(engine)
     assert db.is_at_head(engine)
     with engine.connect() as conn:
-        drift = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), metadata)
+        drift = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), ALL_METADATA)
     assert drift == []
     # idempotent, and reversible
     assert db.upgrade(engine) == db.head_revision(engine)

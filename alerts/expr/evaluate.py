@@ -1,0 +1,184 @@
+"""Evaluates an expression tree at one instant over a :class:`SampleSource`.
+
+One :class:`EvalContext` serves one evaluation cycle: every rule of the cycle evaluated at the
+same time shares its fetches, so twenty rules over ``gpu_utilization_ratio`` read it once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from alerts.expr import aggregate, binary
+from alerts.expr.ast import Aggregate, Binary, Call, Node, NumberLiteral, StringLiteral, Unary, VectorSelector
+from alerts.expr.lexer import ExprError
+from alerts.expr.range_funcs import Segments, changes, extrapolated, irate, over_time
+from alerts.expr.vector import NAME, Labels, Vector, drop_name, group_index, keep_only
+from store.quantile import bucket_quantile, parse_le
+from store.series_index import Matcher
+from store.types import Float64Array, Int64Array, is_stale_marker
+
+Value = Vector | float | str
+DEFAULT_LOOKBACK_MS = 300_000  # an instant selector sees the newest sample up to 5 min old
+
+
+class SampleSource(Protocol):
+    def fetch(
+        self, name: str | None, matchers: tuple[Matcher, ...], start_ms: int, end_ms: int
+    ) -> Sequence[tuple[Labels, Int64Array, Float64Array]]:
+        """Every series matching, with its samples in (start, end]; labels include __name__."""
+        ...
+
+
+class EvalContext:
+    def __init__(self, source: SampleSource, at_ms: int, lookback_ms: int = DEFAULT_LOOKBACK_MS) -> None:
+        self.source = source
+        self.at_ms = at_ms
+        self.lookback_ms = lookback_ms
+        self._fetched: dict[tuple[object, ...], list[tuple[Labels, Int64Array, Float64Array]]] = {}
+
+    def evaluate(self, node: Node) -> Value:
+        if isinstance(node, NumberLiteral):
+            return node.value
+        if isinstance(node, StringLiteral):
+            return node.value
+        if isinstance(node, VectorSelector):
+            if node.range_ms is not None:
+                raise ExprError("a range vector cannot be the result; wrap it in rate(), avg_over_time(), ...", node.pos)
+            return self._instant(node)
+        if isinstance(node, Unary):
+            inner = self.evaluate(node.expr)
+            if isinstance(inner, Vector):
+                return Vector([drop_name(lab) for lab in inner.labels], -inner.values)
+            return -float(inner)  # type: ignore[arg-type]
+        if isinstance(node, Binary):
+            lhs, rhs = self.evaluate(node.lhs), self.evaluate(node.rhs)
+            return binary.apply(node, lhs, rhs)  # type: ignore[arg-type]
+        if isinstance(node, Aggregate):
+            param = self.evaluate(node.param) if node.param is not None else None
+            inner = self.evaluate(node.expr)
+            assert isinstance(inner, Vector)
+            return aggregate.apply(node, inner, param)
+        if isinstance(node, Call):
+            return self._call(node)
+        raise ExprError(f"cannot evaluate {type(node).__name__}", node.pos)
+
+    # -- selection ---------------------------------------------------------------------------
+    def _fetch(self, sel: VectorSelector, start_ms: int, end_ms: int) -> list[tuple[Labels, Int64Array, Float64Array]]:
+        key = (sel.name, sel.matchers, start_ms, end_ms)
+        found = self._fetched.get(key)
+        if found is None:
+            found = []
+            for labels, ts, values in self.source.fetch(sel.name, sel.matchers, start_ms, end_ms):
+                stale = is_stale_marker(values)
+                if stale.any():
+                    # A staleness marker ends the series: samples after it belong to a new life.
+                    ts, values = ts[~stale], values[~stale]
+                    if stale[-1]:
+                        ts, values = ts[:0], values[:0]
+                found.append((labels, ts, values))
+            self._fetched[key] = found
+        return found
+
+    def _instant(self, sel: VectorSelector) -> Vector:
+        end = self.at_ms - sel.offset_ms
+        labels, values = [], []
+        for lab, ts, vals in self._fetch(sel, end - self.lookback_ms, end):
+            if len(ts):
+                labels.append(lab)
+                values.append(vals[-1])
+        return Vector(labels, np.asarray(values, np.float64))
+
+    def _range(self, sel: VectorSelector) -> tuple[list[Labels], Segments, int, int]:
+        assert sel.range_ms is not None
+        end = self.at_ms - sel.offset_ms
+        start = end - sel.range_ms
+        found = self._fetch(sel, start, end)
+        return [lab for lab, _, _ in found], Segments.of([(ts, v) for _, ts, v in found]), start, end
+
+    # -- functions ---------------------------------------------------------------------------
+    def _call(self, node: Call) -> Value:
+        fn = node.func
+        if fn == "time":
+            return self.at_ms / 1000.0
+        if fn in ("rate", "increase", "delta", "irate", "changes", "resets") or fn.endswith("_over_time"):
+            sel = node.args[0]
+            assert isinstance(sel, VectorSelector)
+            labels, seg, start, end = self._range(sel)
+            if fn in ("rate", "increase", "delta"):
+                values = extrapolated(seg, start, end, is_counter=fn != "delta", is_rate=fn == "rate")
+            elif fn == "irate":
+                values = irate(seg)
+            elif fn in ("changes", "resets"):
+                values = changes(seg, resets_only=fn == "resets")
+            else:
+                values = over_time(fn, seg)
+            keep = ~np.isnan(values)
+            return Vector([drop_name(labels[i]) for i in np.flatnonzero(keep).tolist()], values[keep])
+        args = [self.evaluate(a) for a in node.args]
+        if fn == "histogram_quantile":
+            assert isinstance(args[1], Vector)
+            return histogram_quantile(float(args[0]), args[1])  # type: ignore[arg-type]
+        if fn == "abs":
+            vec = _vec(args[0])
+            return Vector([drop_name(lab) for lab in vec.labels], np.abs(vec.values))
+        if fn in ("clamp_min", "clamp_max"):
+            vec, bound = _vec(args[0]), float(args[1])  # type: ignore[arg-type]
+            clipped = np.maximum(vec.values, bound) if fn == "clamp_min" else np.minimum(vec.values, bound)
+            return Vector([drop_name(lab) for lab in vec.labels], clipped)
+        if fn == "absent":
+            if len(_vec(args[0])):
+                return Vector.empty()
+            sel = node.args[0]
+            fixed = tuple(sorted((m.label, m.value) for m in getattr(sel, "matchers", ()) if m.op == "="))
+            return Vector([fixed], np.ones(1))
+        if fn == "scalar":
+            vec = _vec(args[0])
+            return float(vec.values[0]) if len(vec) == 1 else float("nan")
+        if fn == "vector":
+            return Vector([()], np.asarray([float(args[0])]))  # type: ignore[arg-type]
+        if fn == "group_ratio":
+            return group_ratio(_vec(args[0]), [str(a) for a in args[1:]])
+        raise ExprError(f"function {fn} is not implemented", node.pos)
+
+
+def _vec(value: Value) -> Vector:
+    assert isinstance(value, Vector)
+    return value
+
+
+def histogram_quantile(q: float, buckets: Vector) -> Vector:
+    """Group ``*_bucket`` elements by their labels other than ``le`` and interpolate."""
+    keys = [tuple(p for p in drop_name(lab) if p[0] != "le") for lab in buckets.labels]
+    les = [dict(lab).get("le") for lab in buckets.labels]
+    ids, groups = group_index(keys)
+    out_labels, out_values = [], []
+    for gid, key in enumerate(groups):
+        members = np.flatnonzero((ids == gid) & np.asarray([le is not None for le in les]))
+        if len(members) == 0:
+            continue
+        bounds = np.asarray([parse_le(les[i] or "") for i in members.tolist()])
+        counts = buckets.values[members].reshape(-1, 1)
+        out_labels.append(key)
+        out_values.append(bucket_quantile(q, bounds, counts)[0])
+    values = np.asarray(out_values, np.float64)
+    keep = ~np.isnan(values)
+    return Vector([out_labels[i] for i in np.flatnonzero(keep).tolist()], values[keep])
+
+
+def group_ratio(vec: Vector, by: list[str]) -> Vector:
+    """Each value over the mean of its group (labels ``by``; the whole vector when empty)."""
+    keys = [keep_only(lab, by) for lab in vec.labels]
+    ids, groups = group_index(keys)
+    finite = np.isfinite(vec.values)
+    sums = np.bincount(ids[finite], weights=vec.values[finite], minlength=len(groups))
+    counts = np.bincount(ids[finite], minlength=len(groups))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums / counts
+        ratio = vec.values / means[ids]
+    return Vector([drop_name(lab) for lab in vec.labels], ratio)
+
+
+__all__ = ["EvalContext", "SampleSource", "Value", "NAME"]

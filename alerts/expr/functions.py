@@ -1,0 +1,110 @@
+"""Function signatures and the static type check (scalar, instant vector, range vector, string).
+
+The set is what our default rules and Prometheus users need; every function here has a PromQL
+equivalent (``group_ratio`` is rewritten when rules are exported, see :mod:`alerts.expr.promql`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from alerts.expr.ast import Aggregate, Binary, Call, Node, NumberLiteral, StringLiteral, Unary, VectorSelector
+from alerts.expr.lexer import ExprError
+
+SCALAR, VECTOR, RANGE, STRING = "scalar", "vector", "range", "string"
+
+
+@dataclass(frozen=True)
+class Signature:
+    args: tuple[str, ...]
+    returns: str
+    variadic: str | None = None  # kind of any number of extra trailing args
+    min_args: int | None = None  # defaults to len(args)
+    doc: str = ""
+
+
+FUNCTIONS: dict[str, Signature] = {
+    "rate": Signature((RANGE,), VECTOR, doc="per-second increase of a counter over the range, resets corrected"),
+    "increase": Signature((RANGE,), VECTOR, doc="increase of a counter over the range, resets corrected"),
+    "irate": Signature((RANGE,), VECTOR, doc="per-second rate from the last two samples"),
+    "delta": Signature((RANGE,), VECTOR, doc="last minus first sample of a gauge, extrapolated to the range"),
+    "changes": Signature((RANGE,), VECTOR, doc="how many times the value changed"),
+    "resets": Signature((RANGE,), VECTOR, doc="how many counter resets"),
+    "avg_over_time": Signature((RANGE,), VECTOR),
+    "min_over_time": Signature((RANGE,), VECTOR),
+    "max_over_time": Signature((RANGE,), VECTOR),
+    "sum_over_time": Signature((RANGE,), VECTOR),
+    "count_over_time": Signature((RANGE,), VECTOR),
+    "last_over_time": Signature((RANGE,), VECTOR),
+    "histogram_quantile": Signature((SCALAR, VECTOR), VECTOR, doc="quantile from *_bucket rates (le label)"),
+    "abs": Signature((VECTOR,), VECTOR),
+    "clamp_min": Signature((VECTOR, SCALAR), VECTOR),
+    "clamp_max": Signature((VECTOR, SCALAR), VECTOR),
+    "absent": Signature((VECTOR,), VECTOR, doc="1 with the selector's equality labels when nothing matches"),
+    "scalar": Signature((VECTOR,), SCALAR, doc="the single element's value, else NaN"),
+    "vector": Signature((SCALAR,), VECTOR),
+    "time": Signature((), SCALAR, doc="evaluation time in seconds"),
+    "group_ratio": Signature(
+        (VECTOR,),
+        VECTOR,
+        variadic=STRING,
+        doc="each value divided by the mean of its group; groups by the given labels, fleet-wide without",
+    ),
+}
+
+
+def check_types(node: Node) -> str:
+    """The kind ``node`` evaluates to; raises :class:`ExprError` at the first mismatch."""
+    if isinstance(node, NumberLiteral):
+        return SCALAR
+    if isinstance(node, StringLiteral):
+        return STRING
+    if isinstance(node, VectorSelector):
+        return RANGE if node.range_ms is not None else VECTOR
+    if isinstance(node, Unary):
+        kind = check_types(node.expr)
+        if kind not in (SCALAR, VECTOR):
+            raise ExprError(f"unary minus needs a scalar or instant vector, got a {kind}", node.pos)
+        return kind
+    if isinstance(node, Aggregate):
+        if node.param is not None:
+            want = STRING if node.op == "count_values" else SCALAR
+            if check_types(node.param) != want:
+                raise ExprError(f"{node.op}'s parameter must be a {want}", node.param.pos)
+        if check_types(node.expr) != VECTOR:
+            raise ExprError(f"{node.op} aggregates an instant vector (use rate(x[5m]) for ranges)", node.expr.pos)
+        return VECTOR
+    if isinstance(node, Call):
+        return _check_call(node)
+    if isinstance(node, Binary):
+        return _check_binary(node)
+    raise ExprError(f"unsupported expression {type(node).__name__}", node.pos)
+
+
+def _check_call(node: Call) -> str:
+    sig = FUNCTIONS[node.func]
+    minimum = len(sig.args) if sig.min_args is None else sig.min_args
+    if len(node.args) < minimum or (sig.variadic is None and len(node.args) > len(sig.args)):
+        want = f"{len(sig.args)}" + (" or more" if sig.variadic else "")
+        raise ExprError(f"{node.func}() takes {want} argument(s), got {len(node.args)}", node.pos)
+    for i, arg in enumerate(node.args):
+        want = sig.args[i] if i < len(sig.args) else sig.variadic
+        got = check_types(arg)
+        if got != want:
+            hint = " (add a range, e.g. [5m])" if want == RANGE and got == VECTOR else ""
+            raise ExprError(f"argument {i + 1} of {node.func}() must be a {want}, got a {got}{hint}", arg.pos)
+    return sig.returns
+
+
+def _check_binary(node: Binary) -> str:
+    lhs, rhs = check_types(node.lhs), check_types(node.rhs)
+    for side, kind in ((node.lhs, lhs), (node.rhs, rhs)):
+        if kind not in (SCALAR, VECTOR):
+            raise ExprError(f"operator {node.op} needs scalars or instant vectors, got a {kind}", side.pos)
+    if node.op in ("and", "or", "unless"):
+        if lhs != VECTOR or rhs != VECTOR:
+            raise ExprError(f"{node.op} works on two instant vectors", node.pos)
+        return VECTOR
+    if node.op in ("==", "!=", ">", "<", ">=", "<=") and lhs == rhs == SCALAR and not node.return_bool:
+        raise ExprError("comparing two scalars needs the bool modifier", node.pos)
+    return VECTOR if VECTOR in (lhs, rhs) else SCALAR

@@ -1,0 +1,1 @@
+"""Alert notification: grouping, silences, inhibition, receivers and a durable outbox."""

@@ -8,7 +8,7 @@ offset is mapped back into the file (plain, quoted and block scalars alike).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -99,11 +99,13 @@ class Rule:
     annotations: dict[str, str] = field(default_factory=dict)
     group: str = ""
     source: str = ""  # file:line of the rule
+    ordinal: int = 1  # n-th rule of this name in its group (Prometheus allows repeats)
 
     @property
     def key(self) -> str:
-        """Stable identity for state across restarts: group and name."""
-        return f"{self.group}/{self.name}"
+        """Stable identity for state across restarts: group and name (and ordinal if repeated)."""
+        base = f"{self.group}/{self.name}"
+        return base if self.ordinal == 1 else f"{base}#{self.ordinal}"
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,8 @@ def load_rule_text(text: str, file: str) -> list[RuleGroup]:
             base = ("groups", gi, "rules", ri)
             rule = _build_rule(spec_rule, group.name, base, nodes, lines, file, problems)
             if rule is not None:
-                rules.append(rule)
+                ordinal = 1 + sum(1 for r in rules if r.name == rule.name)
+                rules.append(replace(rule, ordinal=ordinal) if ordinal > 1 else rule)
         groups.append(RuleGroup(group.name, interval, tuple(rules), file))
     if problems:
         raise RuleFileError(problems)

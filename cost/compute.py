@@ -1,0 +1,173 @@
+"""Cost of a window of whole minutes, from the store's per-minute rollups.
+
+For each GPU and minute it was observed: GPU-minutes × the $/GPU-hour in effect for its model
+and purchase class, plus energy (the NVML joule counter's increase, else mean power × 60 s) ×
+$/kWh × PUE. A minute below ``idle_utilization`` is *idle* cost, its own line. Overhead per
+node-hour is charged for minutes any GPU of the node was observed. Pricing is per minute, so a
+price change inside the window applies from its minute on.
+
+Attribution: a GPU serves the model its node is configured with, else the models whose
+inference series come from its host (``instance`` host part; loopback means this host), split
+by generated-token share. Busy cost of a model is split among tenants by token share where
+token series carry a ``tenant`` label. Overhead is shared among a node's models by GPU-seconds.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from cost.prices import PriceBook
+from store.reader import RangeQuery, Reader
+from store.series_index import Selector
+
+MINUTE_MS = 60_000
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]", "0.0.0.0")
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    node: str
+    gpu: str
+    gpu_model: str
+    purchase_class: str
+    model: str
+    tenant: str
+    component: str  # gpu | energy | idle | overhead
+    dollars: float
+    gpu_seconds: float
+    energy_joules: float
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    model: str
+    node: str
+    tenant: str
+    prompt_tokens: float
+    generated_tokens: float
+    requests: float
+
+
+@dataclass
+class _Gpu:
+    host: str
+    gpu: str
+    gpu_model: str
+    util: np.ndarray  # per minute, NaN where not observed
+    energy: np.ndarray  # joules per minute
+
+
+def instance_host(instance: str, local_host: str) -> str:
+    host = instance.rsplit(":", 1)[0] if instance.count(":") == 1 or instance.startswith("[") else instance
+    return local_host if host in LOOPBACK else host
+
+
+class CostCalculator:
+    def __init__(self, reader: Reader, book: PriceBook, local_host: str) -> None:
+        self.reader = reader
+        self.book = book
+        self.local_host = local_host
+
+    def _minutes(self, metric: str, start_ms: int, end_ms: int, fn: str) -> list[tuple[dict[str, str], np.ndarray]]:
+        query = RangeQuery(Selector(metric), start_ms, end_ms - 1, MINUTE_MS, fn)
+        return [(r.labels, r.values) for r in self.reader.range(query)]
+
+    def _gpus(self, start_ms: int, end_ms: int) -> list[_Gpu]:
+        n = (end_ms - start_ms) // MINUTE_MS
+        energy = {(lab.get("host", ""), lab.get("gpu", "")): v for lab, v in self._minutes("gpu_energy_joules_total", start_ms, end_ms, "increase")}
+        power = {(lab.get("host", ""), lab.get("gpu", "")): v for lab, v in self._minutes("gpu_power_watts", start_ms, end_ms, "avg")}
+        gpus = []
+        for labels, util in self._minutes("gpu_utilization_ratio", start_ms, end_ms, "avg"):
+            key = (labels.get("host", ""), labels.get("gpu", ""))
+            joules = energy.get(key, np.full(n, np.nan))[:n]
+            watts = power.get(key, np.full(n, np.nan))[:n]
+            joules = np.where(np.isnan(joules), watts * 60.0, joules)
+            model_name = labels.get("model_name", "") or labels.get("modelName", "")
+            gpus.append(_Gpu(key[0], key[1], model_name, util[:n], np.nan_to_num(joules)))
+        return gpus
+
+    def usage(self, start_ms: int, end_ms: int) -> list[UsageRow]:
+        totals: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        for slot, metric in enumerate(
+            ("inference_prompt_tokens_total", "inference_generation_tokens_total", "inference_requests_total")
+        ):
+            for labels, inc in self._minutes(metric, start_ms, end_ms, "increase"):
+                key = (labels.get("model", ""), instance_host(labels.get("instance", ""), self.local_host), labels.get("tenant", ""))
+                totals[key][slot] += float(np.nansum(inc))
+        return [UsageRow(m, node, t, *vals) for (m, node, t), vals in sorted(totals.items())]
+
+    def window(self, start_ms: int, end_ms: int) -> tuple[list[LedgerRow], list[UsageRow]]:
+        """Ledger and usage rows for [start, end), both whole minutes."""
+        if start_ms % MINUTE_MS or end_ms % MINUTE_MS or end_ms <= start_ms:
+            raise ValueError("a cost window is whole minutes")
+        usage = self.usage(start_ms, end_ms)
+        stamps = start_ms + np.arange((end_ms - start_ms) // MINUTE_MS, dtype=np.int64) * MINUTE_MS
+        shares = self._model_shares(usage)
+        tenant_shares = self._tenant_shares(usage)
+        acc: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        node_seconds: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        kwh_price = np.asarray([self.book.electricity(int(t))[0] * self.book.electricity(int(t))[1] for t in stamps])
+        for gpu in self._gpus(start_ms, end_ms):
+            pclass = self.book.purchase_class(gpu.host)
+            price = np.asarray([self.book.gpu_price(gpu.gpu_model, pclass, int(t)) for t in stamps]) / 60.0
+            seen = ~np.isnan(gpu.util)
+            idle = seen & (gpu.util < self.book.settings.idle_utilization)
+            busy = seen & ~idle
+            energy_cost = gpu.energy / 3.6e6 * kwh_price
+            models = shares.get(gpu.host) or {"": 1.0}
+            facts = self.book.node(gpu.host)
+            if facts is not None and facts.model:
+                models = {facts.model: 1.0}
+            base = (gpu.host, gpu.gpu, gpu.gpu_model, pclass)
+            for model, share in models.items():
+                node_seconds[gpu.host][model] += share * seen.sum() * 60.0
+                for tenant, t_share in tenant_shares.get(model, {"": 1.0}).items():
+                    f = share * t_share
+                    for component, mask, dollars in (("gpu", busy, price), ("energy", busy, energy_cost)):
+                        row = acc[(*base, model, tenant, component)]
+                        row[0] += f * float(dollars[mask].sum())
+                        row[1] += f * float(mask.sum()) * 60.0 if component == "gpu" else 0.0
+                        row[2] += f * float(gpu.energy[mask].sum()) if component == "energy" else 0.0
+                idle_row = acc[(*base, model, "", "idle")]
+                idle_row[0] += share * float(price[idle].sum() + energy_cost[idle].sum())
+                idle_row[1] += share * float(idle.sum()) * 60.0
+                idle_row[2] += share * float(gpu.energy[idle].sum())
+        overhead = np.asarray([self.book.overhead_per_node_hour(int(t)) for t in stamps]) / 60.0
+        mean_overhead_per_s = float(overhead.mean()) / 60.0 if len(overhead) else 0.0
+        for host, per_model in node_seconds.items():
+            gpus_on_node = max(1, len({k[1] for k in acc if k[0] == host}))
+            for model, seconds in per_model.items():
+                # Node-time is GPU-seconds / GPUs on the node; shared among its models.
+                row = acc[(host, "", "", self.book.purchase_class(host), model, "", "overhead")]
+                row[0] += seconds / gpus_on_node * mean_overhead_per_s
+        rows = [LedgerRow(*key, *vals) for key, vals in sorted(acc.items()) if vals[0] or vals[1] or vals[2]]  # type: ignore[arg-type]
+        return rows, usage
+
+    @staticmethod
+    def _model_shares(usage: list[UsageRow]) -> dict[str, dict[str, float]]:
+        """host → model → share of generated tokens (equal shares where no tokens yet)."""
+        per_host: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for u in usage:
+            if u.model:
+                per_host[u.node][u.model] += u.generated_tokens
+        out = {}
+        for host, models in per_host.items():
+            total = sum(models.values())
+            out[host] = {m: (v / total if total else 1 / len(models)) for m, v in models.items()}
+        return out
+
+    @staticmethod
+    def _tenant_shares(usage: list[UsageRow]) -> dict[str, dict[str, float]]:
+        per_model: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for u in usage:
+            if u.tenant:
+                per_model[u.model][u.tenant] += u.generated_tokens
+        out = {}
+        for model, tenants in per_model.items():
+            total = sum(tenants.values())
+            if total > 0:
+                out[model] = {t: v / total for t, v in tenants.items()}
+        return out

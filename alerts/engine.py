@@ -151,9 +151,10 @@ class RuleEngine:
             health.health, health.last_error, health.last_samples = "ok", "", len(vector)
         except (ExprError, ArithmeticError, ValueError, KeyError, TypeError) as exc:
             message = exc.message if isinstance(exc, ExprError) else f"{type(exc).__name__}: {exc}"
+            if health.last_error != message:  # log a new failure once, not every cycle
+                log.warning("rule %s (%s) failed: %s", rule.key, rule.source, message)
             health.health, health.last_error = "err", message
             self._metrics.failures.labels(rule.group, rule.name).inc()
-            log.warning("rule %s (%s) failed: %s", rule.key, rule.source, message)
             transitions = []
         health.last_eval_ms = at_ms
         health.last_duration_s = time.perf_counter() - started

@@ -169,21 +169,36 @@ def load_rule_text(text: str, file: str) -> list[RuleGroup]:
     nodes: dict[tuple[str | int, ...], yaml.Node] = {}
     _positions(root, (), nodes)
     data: Any = yaml.safe_load(text)
-    try:
-        spec = RuleFileSpec.model_validate(data)
-    except ValidationError as exc:
-        problems = []
+    lines = text.splitlines()
+    problems: list[RuleProblem] = []
+
+    def pydantic_problems(exc: ValidationError, prefix: tuple[str | int, ...]) -> None:
         for err in exc.errors():
-            loc = tuple("for" if p == "for_" else p for p in err["loc"])
+            loc = (*prefix, *("for" if p == "for_" else p for p in err["loc"]))
             line, col = _pos_of(loc, nodes)
             where = ".".join(str(p) for p in loc)
             problems.append(RuleProblem(file, line, col, f"{where}: {err['msg']}"))
-        raise RuleFileError(problems) from None
-    lines = text.splitlines()
-    problems: list[RuleProblem] = []
+
+    # Each group and each rule is validated on its own so one run reports every problem.
+    if not isinstance(data, dict) or set(data) - {"groups"}:
+        try:
+            RuleFileSpec.model_validate(data)
+        except ValidationError as exc:
+            pydantic_problems(exc, ())
+            raise RuleFileError(problems) from None
     groups: list[RuleGroup] = []
     seen_groups: set[str] = set()
-    for gi, group in enumerate(spec.groups):
+    raw_groups = data.get("groups") or []
+    if not isinstance(raw_groups, list):
+        line, col = _pos_of(("groups",), nodes)
+        raise RuleFileError([RuleProblem(file, line, col, "groups: expected a list of groups")])
+    for gi, raw_group in enumerate(raw_groups):
+        raw_rules = raw_group.get("rules") if isinstance(raw_group, dict) else None
+        try:
+            group = GroupSpec.model_validate({**raw_group, "rules": []} if isinstance(raw_group, dict) else raw_group)
+        except ValidationError as exc:
+            pydantic_problems(exc, ("groups", gi))
+            continue
         if group.name in seen_groups:
             line, col = _pos_of(("groups", gi, "name"), nodes)
             problems.append(RuleProblem(file, line, col, f"group name {group.name!r} used twice"))
@@ -195,9 +210,14 @@ def load_rule_text(text: str, file: str) -> list[RuleGroup]:
             except ExprError as exc:
                 line, col = _pos_of(("groups", gi, "interval"), nodes)
                 problems.append(RuleProblem(file, line, col, exc.message))
-        rules = []
-        for ri, spec_rule in enumerate(group.rules):
+        rules: list[Rule] = []
+        for ri, raw_rule in enumerate(raw_rules or []):
             base = ("groups", gi, "rules", ri)
+            try:
+                spec_rule = RuleSpec.model_validate(raw_rule)
+            except ValidationError as exc:
+                pydantic_problems(exc, base)
+                continue
             rule = _build_rule(spec_rule, group.name, base, nodes, lines, file, problems)
             if rule is not None:
                 ordinal = 1 + sum(1 for r in rules if r.name == rule.name)

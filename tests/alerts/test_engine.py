@@ -1,0 +1,135 @@
+"""State machine transitions, persistence across restarts, health of failing rules, scaling."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from prometheus_client import CollectorRegistry, generate_latest
+
+from alerts.engine import RuleEngine
+from alerts.expr.sources import MemorySource
+from alerts.rulefile import load_rule_text
+from alerts.scaling import ScaleAdvisor
+from alerts.schema import alert_events
+from alerts.state import FIRING, PENDING, RESOLVED, RuleState
+from alerts.state_store import AlertStateStore
+from store.clock import ManualClock
+from store.engine import create_store_engine
+from store.types import SeriesKey
+from tests.alerts.rule_harness import T0
+
+RULES = """
+groups:
+  - name: g
+    interval: 30s
+    rules:
+      - alert: Hot
+        expr: temp > 80
+        for: 10m
+        keep_firing_for: 2m
+        labels: {severity: warning, team: "{{ $labels.host }}-ops"}
+        annotations:
+          summary: "{{ $labels.host }} at {{ $value }} degrees"
+      - alert: Broken
+        expr: a / on(x) b
+      - alert: Always
+        expr: vector(1)
+"""
+
+
+def _temps(src: MemorySource, values: dict[int, float]) -> None:
+    src.add(SeriesKey.of("temp", host="h1"), sorted((T0 + s * 1000, v) for s, v in values.items()))
+
+
+def test_transitions_inactive_pending_firing_resolved() -> None:
+    state = RuleState(for_ms=60_000, keep_firing_for_ms=0, resolved_retention_ms=120_000)
+    labels, ann = {"alertname": "X"}, {}
+    steps = [
+        (0, True, PENDING), (30_000, True, PENDING), (60_000, True, FIRING),
+        (90_000, False, RESOLVED), (150_000, False, RESOLVED), (210_000, False, None),
+    ]
+    for at, present, expect in steps:
+        state.step(T0 + at, [(labels, ann, 1.0)] if present else [])
+        got = next(iter(state.instances.values())).state if state.instances else None
+        assert got == expect, at
+    # pending that clears goes back to inactive without firing
+    state.step(T0 + 300_000, [(labels, ann, 1.0)])
+    changes = state.step(T0 + 330_000, [])
+    assert [c.to_state for c in changes] == ["inactive"] and not state.instances
+
+
+def test_for_survives_restart_and_history_is_kept(sqlite_url: str) -> None:
+    engine_db = create_store_engine(sqlite_url)
+    groups = load_rule_text(RULES, "rules.yml")
+    src = MemorySource()
+    _temps(src, {s: 90.0 for s in range(0, 1200, 15)})
+    clock = ManualClock(T0)
+    first = RuleEngine(groups, src, clock, CollectorRegistry(), state_store=AlertStateStore(engine_db))
+    for s in range(0, 361, 30):  # six minutes pending
+        first.evaluate_group(groups[0], T0 + s * 1000)
+    assert [i.state for r, i in first.active() if r.name == "Hot"] == [PENDING]
+    # "restart": a new engine on the same database
+    second = RuleEngine(groups, src, clock, CollectorRegistry(), state_store=AlertStateStore(engine_db))
+    fired_at = None
+    for s in range(390, 900, 30):
+        second.evaluate_group(groups[0], T0 + s * 1000)
+        if any(r.name == "Hot" and i.state == FIRING for r, i in second.active()):
+            fired_at = s
+            break
+    assert fired_at == 600  # minute 10, not minute 16
+    hot = next(i for r, i in second.active() if r.name == "Hot")
+    assert hot.labels["team"] == "h1-ops" and hot.annotations["summary"] == "h1 at 90 degrees"
+    with engine_db.connect() as conn:
+        events = [(r.from_state, r.to_state) for r in conn.execute(sa.select(alert_events).order_by(alert_events.c.id))
+                  if r.rule_key == "g/Hot"]
+    assert events == [("inactive", "pending"), ("pending", "firing")]
+    engine_db.dispose()
+
+
+def test_keep_firing_for_and_failing_rule_isolated() -> None:
+    groups = load_rule_text(RULES, "rules.yml")
+    src = MemorySource()
+    _temps(src, {s: (90.0 if s < 660 else 20.0) for s in range(0, 1200, 15)})
+    for key in (SeriesKey.of("a", x="1", y="1"), SeriesKey.of("a", x="1", y="2"), SeriesKey.of("b", x="1")):
+        src.add(key, [(T0 + s * 1000, 1.0) for s in range(0, 1200, 15)])
+    registry = CollectorRegistry()
+    sent: list[list[str]] = []
+    engine = RuleEngine(groups, src, ManualClock(T0), registry, sink=lambda alerts: sent.append([a.status for a in alerts]))
+    states = {}
+    for s in range(0, 1000, 30):
+        engine.evaluate_group(groups[0], T0 + s * 1000)
+        states[s] = next((i.state for r, i in engine.active() if r.name == "Hot"), None)
+    assert states[630] == FIRING and states[660] == FIRING  # condition clears at 660 ...
+    assert states[750] == FIRING  # ... kept firing for 2 min ...
+    assert states[780] == RESOLVED  # ... then resolved
+    assert engine.health["g/Broken"].health == "err" and "group_left" in engine.health["g/Broken"].last_error
+    assert engine.health["g/Always"].health == "ok"  # a failing rule does not stop the others
+    assert any(r.name == "Always" and i.state == FIRING for r, i in engine.active())
+    assert ["resolved"] in [s for s in sent if "resolved" in s] or any("resolved" in s for s in sent)
+    text = generate_latest(registry).decode()
+    assert 'infermeter_rule_evaluation_failures_total{group="g",rule="Broken"}' in text
+    assert "infermeter_rule_group_last_duration_seconds" in text
+
+
+def test_scale_advisor_cooldown_and_bounds(sqlite_url: str) -> None:
+    db = create_store_engine(sqlite_url)
+    groups = load_rule_text(
+        """
+groups:
+  - name: q
+    rules:
+      - alert: QueueBacklog
+        expr: sum by (model) (waiting) > 1000
+        labels: {action: add_instance}
+""", "q.yml")
+    src = MemorySource()
+    src.add(SeriesKey.of("waiting", model="m", instance="a"), [(T0 + s * 1000, 5000.0) for s in range(0, 4000, 15)])
+    advisor = ScaleAdvisor(300_000, 2, 4, lambda scope, at: 2, CollectorRegistry(), db)
+    engine = RuleEngine(groups, src, ManualClock(T0), CollectorRegistry(), observers=[advisor.observe])
+    for s in range(0, 3600, 30):
+        engine.evaluate_group(groups[0], T0 + s * 1000)
+    events = [(e.at_ms - T0, e.from_instances, e.to_instances) for e in advisor.events]
+    # one per 300 s cooldown, and never past the upper bound of 4
+    assert events == [(0, 2, 3), (300_000, 3, 4)]
+    restored = ScaleAdvisor(300_000, 2, 4, lambda scope, at: 2, CollectorRegistry(), db)
+    assert restored.recommended == {"m": 4} and restored.last_event("m") is not None
+    db.dispose()

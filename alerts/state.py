@@ -76,17 +76,17 @@ class RuleState:
             inst.state = to
 
         seen: set[str] = set()
-        for labels, annotations, value in results:
+        for labels, rendered, value in results:
             fp = fingerprint(labels)
             if fp in seen:
                 continue  # duplicates after templating; the first one wins
             seen.add(fp)
             inst = self.instances.get(fp)
             if inst is None or inst.state == RESOLVED:
-                inst = AlertInstance(labels, annotations, INACTIVE, now_ms, value, now_ms, fingerprint=fp)
+                inst = AlertInstance(labels, rendered, INACTIVE, now_ms, value, now_ms, fingerprint=fp)
                 self.instances[fp] = inst
                 move(inst, PENDING)
-            inst.value, inst.annotations, inst.last_eval_ms = value, annotations, now_ms
+            inst.value, inst.annotations, inst.last_eval_ms = value, rendered, now_ms
             inst.keep_firing_since_ms = None
             if inst.state == PENDING and now_ms - inst.active_at_ms >= self.for_ms:
                 inst.fired_at_ms = now_ms

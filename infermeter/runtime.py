@@ -16,11 +16,13 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, text
 
+from alerts.rulefile import RuleFileError
 from collector.exposition import SeriesCache
 from collector.manager import ScrapeManager
 from collector.nvml import render_dcgm
 from collector.scrape_loop import appender_call
 from infermeter import db
+from infermeter.alerting import Alerting, build_alerting, load_rule_groups
 from infermeter.config_file import ConfigError, load_settings
 from infermeter.self_metrics import ApiMetrics, build_registry
 from infermeter.settings import Settings
@@ -53,6 +55,7 @@ class Runtime:
     config_path: str | None = None
     scrapes: ScrapeManager | None = None  # built by build_runtime; loops start with the server
     telemetry: Telemetry | None = None
+    alerting: Alerting | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -63,12 +66,16 @@ class Runtime:
         loop = threading.Thread(target=self._maintenance_loop, name="store-maintenance", daemon=True)
         loop.start()
         self._threads.append(loop)
+        if self.alerting is not None:
+            self.alerting.start()
         self.started = True
 
     def stop(self, timeout_s: float = 30.0) -> None:
         if not self.started:
             return
         self._stop.set()
+        if self.alerting is not None:
+            self.alerting.stop()
         for thread in self._threads:
             thread.join(timeout_s)
         self._threads.clear()
@@ -104,6 +111,15 @@ class Runtime:
             log.error("reload refused, config is invalid:\n%s", "\n".join(lines))
             return lines
         reloadable = {"scrape", "nccl"}
+        if self.alerting is not None:
+            try:
+                groups = load_rule_groups(settings, self.config_path)
+            except RuleFileError as exc:
+                lines = [str(p) for p in exc.problems]
+                log.error("reload refused, rule files are invalid:\n%s", "\n".join(lines))
+                return lines
+            self.alerting.rules.set_groups(groups)
+            reloadable = reloadable | {"alerts"}
         if settings.model_dump(exclude=reloadable) != self.settings.model_dump(exclude=reloadable):
             log.warning("reload applies collection targets only; other changed settings need a restart")
         self.settings = self.settings.model_copy(update={k: getattr(settings, k) for k in reloadable})
@@ -174,4 +190,5 @@ def build_runtime(
         scrapes=scrapes,
         telemetry=telemetry,
     )
+    runtime.alerting = build_alerting(settings, engine, store, runtime.reader, clock, registry, config_path)
     return runtime

@@ -13,6 +13,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from alerts.defaults import Thresholds
+from alerts.scaling import ScalePolicy
+from cost.prices import CostSettings
 from store.options import StoreOptions
 from store.types import LABEL_NAME_RE
 
@@ -64,6 +67,8 @@ class ServerSettings(_Strict):
     max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
     # Bearer token for write endpoints; set it through INFERMETER_API_TOKEN, not the file.
     api_token: str | None = None
+    # Reads (queries, alerts, cost) answer without the token unless this is false.
+    open_reads: bool = True
 
 
 class RetentionSettings(_Strict):
@@ -199,6 +204,17 @@ class LoggingSettings(_Strict):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
 
+class AlertSettings(_Strict):
+    # Prometheus-shaped rule files; relative paths are read from the config file's folder.
+    rule_files: list[str] = Field(default_factory=list)
+    default_rules: bool = True
+    thresholds: Thresholds = Thresholds()
+    evaluation_interval: DurationMs = 30_000
+    # Base of the links in alerts (generatorURL) and notifications.
+    external_url: str = "http://127.0.0.1:8000"
+    scaling: ScalePolicy = ScalePolicy()
+
+
 class Settings(_Strict):
     server: ServerSettings = ServerSettings()
     store: StoreSettings = StoreSettings()
@@ -207,3 +223,5 @@ class Settings(_Strict):
     gpu: GpuSettings = GpuSettings()
     telemetry: TelemetrySettings = TelemetrySettings()
     logging: LoggingSettings = LoggingSettings()
+    alerts: AlertSettings = AlertSettings()
+    cost: CostSettings = CostSettings()

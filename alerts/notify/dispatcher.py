@@ -1,0 +1,201 @@
+"""The delivery loop: takes due outbox rows, sends them on a small thread pool, records outcomes.
+
+One attempt in flight per integration (a receiver that is down or slow holds up only its own
+notifications, and is not hammered in parallel). Retry delays are capped exponential backoff
+with full jitter — ``uniform(0, min(max_backoff, initial * 2**(attempt-1)))`` — and never
+shorter than a receiver's ``Retry-After`` (capped at ``max_retry_after``), which also pauses
+the whole integration. A row older than ``max_age`` fails as ``expired``; a row whose
+integration is gone from the config fails as ``unknown_integration``.
+
+Threads, not asyncio: sends are blocking httpx calls and the database access is synchronous;
+``poll(wait=True)`` runs one pass to completion, which is how fake-clock tests drive it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import random
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+
+from alerts.notify.config import DeliveryConfig, RetryConfig
+from alerts.notify.integrations import Integration
+from alerts.notify.metrics import NotifyMetrics
+from alerts.notify.outbox import Outbox, OutboxRow
+from alerts.notify.sinks import Message, SendResult
+from store.clock import Clock
+
+log = logging.getLogger(__name__)
+
+Waiter = Callable[[threading.Event, float], bool]
+LEASE_MARGIN_MS = 30_000
+
+
+def event_wait(event: threading.Event, timeout_s: float) -> bool:
+    return event.wait(timeout_s)
+
+
+def backoff_ms(attempt: int, retry: RetryConfig, rng: random.Random) -> int:
+    ceiling = min(retry.max_backoff, retry.initial_backoff * 2 ** max(0, min(attempt - 1, 40)))
+    return int(rng.uniform(0, ceiling))
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        outbox: Outbox,
+        integrations: Mapping[str, Integration],
+        clock: Clock,
+        rng: random.Random,
+        retry: RetryConfig,
+        delivery: DeliveryConfig,
+        metrics: NotifyMetrics,
+        waiter: Waiter = event_wait,
+    ) -> None:
+        self._outbox = outbox
+        self._integrations = dict(integrations)
+        self._clock = clock
+        self._rng = rng
+        self._rng_lock = threading.Lock()
+        self._retry = retry
+        self._delivery = delivery
+        self._metrics = metrics
+        self._waiter = waiter
+        self._lock = threading.Lock()
+        self._in_flight: dict[str, Future[None]] = {}
+        self._paused_until: dict[str, int] = {}
+        self._pool: ThreadPoolExecutor | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_gc_ms = 0
+
+    # -- one pass -----------------------------------------------------------------------------
+    def poll(self, wait: bool = False) -> int:
+        """Starts every due attempt; returns ms until the next row is due (capped by poll_interval)."""
+        now = self._clock.now_ms()
+        started: list[Future[None]] = []
+        for key in self._outbox.due_integrations(now):
+            with self._lock:
+                if key in self._in_flight or self._paused_until.get(key, 0) > now:
+                    continue
+            integration = self._integrations.get(key)
+            row = self._outbox.oldest_due(key, now)
+            while row is not None and (integration is None or now - row.created_ms > self._retry.max_age):
+                if integration is None:
+                    self._give_up(row, now, None, f"integration {key!r} is not in the config any more", "unknown_integration")
+                else:
+                    self._give_up(row, now, row.last_status, row.last_error or "not delivered within max_age", "expired")
+                row = self._outbox.oldest_due(key, now)
+            if row is None or integration is None:
+                continue
+            lease = now + int(integration.sink.timeout_s * 1000) + LEASE_MARGIN_MS
+            if not self._outbox.claim(row, lease, now):
+                continue
+            future = self._executor().submit(self._deliver, integration, row)
+            with self._lock:
+                self._in_flight[key] = future
+            future.add_done_callback(functools.partial(self._done, key))
+            started.append(future)
+        if wait and started:
+            wait_futures(started)
+        self._metrics.outbox_depth.set(self._outbox.depth())
+        if now - self._last_gc_ms >= 60_000:
+            self._last_gc_ms = now
+            self._outbox.gc(now, self._delivery.keep_sent, self._delivery.keep_failed)
+        upcoming = self._outbox.next_attempt_ms()
+        until = self._delivery.poll_interval if upcoming is None else max(0, upcoming - self._clock.now_ms())
+        return min(until, self._delivery.poll_interval)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._delivery.workers, thread_name_prefix="notify-send")
+        return self._pool
+
+    def _done(self, key: str, _future: Future[None]) -> None:
+        with self._lock:
+            self._in_flight.pop(key, None)
+        self._wake.set()
+
+    def _deliver(self, integration: Integration, row: OutboxRow) -> None:
+        attempt = row.attempts + 1
+        message = Message(row.id, row.body, row.created_ms, attempt)
+        try:
+            result = integration.sink.send(message, integration.sink.timeout_s)
+        except Exception as exc:  # a sink bug degrades this attempt only; it is retried
+            log.exception("notification sink %s raised", integration.key)
+            result = SendResult(False, True, reason="error", detail=f"{type(exc).__name__}: {exc}"[:512])
+        now = self._clock.now_ms()
+        try:
+            self._record(integration.key, row, attempt, result, now)
+        except Exception:  # the lease runs out and the row is tried again
+            log.exception("could not record the outcome of notification %s", row.id)
+
+    def _record(self, key: str, row: OutboxRow, attempt: int, result: SendResult, now: int) -> None:
+        if result.ok:
+            self._outbox.mark_sent(row.id, now, result.status)
+            self._metrics.sent.labels(key).inc()
+            self._metrics.latency.labels(key).observe(max(0, now - row.created_ms) / 1000)
+            return
+        error = result.detail or result.reason
+        if not result.retryable:
+            self._give_up(row, now, result.status, error, result.reason)
+            return
+        with self._rng_lock:
+            delay = backoff_ms(attempt, self._retry, self._rng)
+        if result.retry_after_ms is not None:
+            honoured = min(result.retry_after_ms, self._retry.max_retry_after)
+            delay = max(delay, honoured)
+            with self._lock:
+                self._paused_until[key] = now + honoured
+        self._outbox.mark_retry(row.id, now + delay, now, result.status, error, result.reason)
+        self._metrics.retries.labels(key, result.reason).inc()
+        log.info("notification %s to %s failed (%s), retry in %.1fs", row.id, key, result.reason, delay / 1000)
+
+    def _give_up(self, row: OutboxRow, now: int, status: int | None, error: str, reason: str) -> None:
+        self._outbox.mark_failed(row.id, now, status, error, reason)
+        self._metrics.failed.labels(row.integration, reason).inc()
+        log.warning("notification %s to %s failed for good (%s): %s", row.id, row.integration, reason, error[:200])
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="notify-dispatch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()
+            try:
+                wait_ms = self.poll()
+            except Exception:  # the database may be briefly unreachable; try again later
+                log.exception("outbox poll failed")
+                wait_ms = self._delivery.poll_interval
+            self._waiter(self._wake, wait_ms / 1000)
+
+    def stop(self, timeout_s: float = 10.0) -> bool:
+        """Stops polling and waits for attempts in flight; True when none was left behind.
+        An attempt still running after ``timeout_s`` is retried after its lease by the next start."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+        with self._lock:
+            pending = list(self._in_flight.values())
+        _, not_done = wait_futures(pending, timeout=timeout_s) if pending else (set(), set())
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        if not not_done:
+            for integration in self._integrations.values():
+                integration.sink.close()
+        return not not_done

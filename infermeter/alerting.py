@@ -1,0 +1,156 @@
+"""Builds the rules engine, scale advisor and cost ledger from settings, and runs their loops.
+
+Part of the composition root: :func:`build_alerting` is called by ``build_runtime`` with the
+parts it already built (engine, store, reader, registry, clock); nothing here reaches globals.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from prometheus_client import CollectorRegistry
+from sqlalchemy import Engine
+
+from alerts.cost_spike import CostSpikeChecks
+from alerts.defaults import default_rule_groups
+from alerts.engine import AlertSink, RuleEngine
+from alerts.expr import Vector
+from alerts.expr.sources import StoreSource
+from alerts.rulefile import RuleFileError, RuleGroup, load_rule_file
+from alerts.scaling import ScaleAdvisor
+from alerts.state_store import AlertStateStore
+from cost.compute import CostCalculator
+from cost.ledger import CostLedger
+from cost.prices import PriceBook
+from infermeter.settings import Settings, parse_duration_ms
+from store.clock import Clock
+from store.reader import Reader
+from store.series_index import Matcher, Selector
+from store.tsdb import TimeSeriesStore
+from store.types import SampleBatch, SeriesKey
+
+log = logging.getLogger(__name__)
+
+
+def rule_paths(settings: Settings, config_path: str | None) -> list[Path]:
+    base = Path(config_path).resolve().parent if config_path else Path.cwd()
+    return [p if p.is_absolute() else base / p for p in map(Path, settings.alerts.rule_files)]
+
+
+def load_rule_groups(settings: Settings, config_path: str | None) -> list[RuleGroup]:
+    """The default pack (unless switched off) plus the configured files; raises RuleFileError."""
+    groups = default_rule_groups(settings.alerts.thresholds) if settings.alerts.default_rules else []
+    problems = []
+    for path in rule_paths(settings, config_path):
+        try:
+            groups.extend(load_rule_file(path))
+        except RuleFileError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise RuleFileError(problems)
+    return groups
+
+
+@dataclass
+class InstanceCounter:
+    """Instances serving a scope now: distinct `instance` labels of its inference series."""
+
+    reader: Reader
+
+    def __call__(self, scope: str, at_ms: int) -> int:
+        matchers = (Matcher("model", "=", scope),) if scope != "fleet" else ()
+        found = self.reader.instant(Selector("inference_requests_waiting", matchers), at_ms)
+        return len({key.get("instance") for key, _, _ in found})
+
+
+@dataclass
+class RecordSink:
+    """Recording rules write their results back into the store as ordinary series."""
+
+    store: TimeSeriesStore
+
+    def __call__(self, name: str, vector: Vector, at_ms: int) -> None:
+        if not len(vector):
+            return
+        keys = [SeriesKey(name, tuple(p for p in labels if p[0] != "__name__")) for labels in vector.labels]
+        batch = SampleBatch(keys, np.arange(len(keys), dtype=np.int64), np.full(len(keys), at_ms, np.int64), vector.values)
+        self.store.append(batch)
+
+
+@dataclass
+class Alerting:
+    rules: RuleEngine
+    ledger: CostLedger
+    advisor: ScaleAdvisor
+    state_store: AlertStateStore
+    book: PriceBook
+    cost_interval_ms: int
+    clock: Clock
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.rules.start()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._cost_loop, name="cost", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.rules.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _cost_loop(self) -> None:
+        # Tick a few seconds after each interval boundary so the minute just closed has landed.
+        interval = self.cost_interval_ms
+        while not self._stop.is_set():
+            now = self.clock.now_ms()
+            wake = (now // interval + 1) * interval + 5_000
+            if self._stop.wait(max(0.0, (wake - now) / 1000)):
+                return
+            try:
+                self.ledger.tick()
+            except Exception:  # a failed tick is retried next interval; the loop lives on
+                log.exception("cost tick failed")
+
+
+def build_alerting(
+    settings: Settings,
+    engine: Engine,
+    store: TimeSeriesStore,
+    reader: Reader,
+    clock: Clock,
+    registry: CollectorRegistry,
+    config_path: str | None,
+    sink: AlertSink | None = None,
+) -> Alerting:
+    groups = load_rule_groups(settings, config_path)
+    source = StoreSource(reader)
+    count = InstanceCounter(reader)
+    policy = settings.alerts.scaling
+    advisor = ScaleAdvisor(parse_duration_ms(policy.cooldown), policy.min_instances, policy.max_instances, count, registry, engine)
+    state_store = AlertStateStore(engine)
+    rules = RuleEngine(
+        groups,
+        source,
+        clock,
+        registry,
+        state_store=state_store,
+        sink=sink,
+        record=RecordSink(store),
+        default_interval_ms=settings.alerts.evaluation_interval,
+        external_url=settings.alerts.external_url,
+        enrichers={"CostPerTokenSpike": CostSpikeChecks(source, advisor, count),
+                   "TokenCostOverBudget": CostSpikeChecks(source, advisor, count)},
+        observers=[advisor.observe],
+    )
+    book = PriceBook(settings.cost)
+    ledger = CostLedger(engine, CostCalculator(reader, book, socket.gethostname()), book, clock, store.append)
+    return Alerting(rules, ledger, advisor, state_store, book, parse_duration_ms(settings.cost.interval), clock)

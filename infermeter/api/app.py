@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
-from infermeter.api import routes_read, routes_write
+from infermeter.api import routes_alerts, routes_cost, routes_read, routes_write
 from infermeter.api.deps import WriterDep
 from infermeter.api.params import BadParam
 from infermeter.runtime import Runtime
@@ -96,4 +96,6 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
 
     app.include_router(routes_write.router)
     app.include_router(routes_read.router)
+    app.include_router(routes_alerts.router)
+    app.include_router(routes_cost.router)
     return app

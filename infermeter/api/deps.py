@@ -30,3 +30,13 @@ def require_writer(request: Request, runtime: RuntimeDep) -> None:
 
 
 WriterDep = Annotated[None, Depends(require_writer)]
+
+
+def require_reader(request: Request, runtime: RuntimeDep) -> None:
+    """Reads are open unless ``server.open_reads`` is false; then they need the token too."""
+    if runtime.settings.server.open_reads:
+        return
+    require_writer(request, runtime)
+
+
+ReaderDep = Annotated[None, Depends(require_reader)]

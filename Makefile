@@ -25,6 +25,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	scripts/ensure-postgres.sh
+	scripts/ensure-test-tools.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import Decimal
 from collections.abc import Mapping
 
 _ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}", re.S)
@@ -124,6 +125,20 @@ def _apply_filter(name: str, current: object) -> str:
 
 
 def _format_value(value: object) -> str:
-    if isinstance(value, float):
-        return repr(value) if not value.is_integer() else str(int(value)) if abs(value) < 1e15 else repr(value)
-    return str(value)
+    """As Go's fmt prints a float64 (what Prometheus's templates show for ``$value``): shortest
+    digits, exponent form below 1e-4 and from 1e+06 (``1e+06``, ``2.5e-05``)."""
+    if not isinstance(value, float):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if value == 0:
+        return "0"
+    digits = Decimal(repr(value))
+    exponent = digits.adjusted()
+    if -4 <= exponent < 6:
+        text = format(digits, "f")
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    mantissa = format(digits.scaleb(-exponent).normalize(), "f")
+    return f"{mantissa}e{'-' if exponent < 0 else '+'}{abs(exponent):02d}"

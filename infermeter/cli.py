@@ -1,4 +1,4 @@
-"""``infermeter`` command line: up, db upgrade, check-config, query."""
+"""``infermeter`` command line: up, db upgrade, check-config, query, rules, cost."""
 
 from __future__ import annotations
 
@@ -168,6 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--by", help="comma-separated labels to aggregate by")
     query.add_argument("--agg", default="sum", choices=["sum", "avg", "min", "max", "count"])
     query.set_defaults(func=cmd_query)
+
+    from infermeter import cli_rules
+
+    cli_rules.register(sub)
     return parser
 
 

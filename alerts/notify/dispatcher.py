@@ -75,12 +75,18 @@ class Dispatcher:
 
     # -- one pass -----------------------------------------------------------------------------
     def poll(self, wait: bool = False) -> int:
-        """Starts every due attempt; returns ms until the next row is due (capped by poll_interval)."""
+        """Starts every due attempt; returns ms until the loop should look again (at most
+        poll_interval; a finished attempt wakes it earlier)."""
         now = self._clock.now_ms()
         started: list[Future[None]] = []
+        wake_at = now + self._delivery.poll_interval
         for key in self._outbox.due_integrations(now):
             with self._lock:
-                if key in self._in_flight or self._paused_until.get(key, 0) > now:
+                if key in self._in_flight:
+                    continue  # its completion wakes the loop
+                paused = self._paused_until.get(key, 0)
+                if paused > now:
+                    wake_at = min(wake_at, paused)
                     continue
             integration = self._integrations.get(key)
             row = self._outbox.oldest_due(key, now)
@@ -102,13 +108,18 @@ class Dispatcher:
             started.append(future)
         if wait and started:
             wait_futures(started)
+            with self._lock:  # done callbacks may still be on their way; settle them now
+                for key, future in list(self._in_flight.items()):
+                    if future.done():
+                        del self._in_flight[key]
         self._metrics.outbox_depth.set(self._outbox.depth())
         if now - self._last_gc_ms >= 60_000:
             self._last_gc_ms = now
             self._outbox.gc(now, self._delivery.keep_sent, self._delivery.keep_failed)
-        upcoming = self._outbox.next_attempt_ms()
-        until = self._delivery.poll_interval if upcoming is None else max(0, upcoming - self._clock.now_ms())
-        return min(until, self._delivery.poll_interval)
+        upcoming = self._outbox.next_attempt_ms(after_ms=now)
+        if upcoming is not None:
+            wake_at = min(wake_at, upcoming)
+        return max(0, wake_at - self._clock.now_ms())
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:

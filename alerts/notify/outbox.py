@@ -97,9 +97,11 @@ class Outbox:
         with self._engine.connect() as conn:
             return int(conn.execute(select(func.count()).select_from(t).where(t.c.state == "pending")).scalar_one())
 
-    def next_attempt_ms(self) -> int | None:
+    def next_attempt_ms(self, after_ms: int) -> int | None:
+        """The earliest attempt scheduled later than ``after_ms`` (rows due now are the poll's)."""
         with self._engine.connect() as conn:
-            value = conn.execute(select(func.min(t.c.next_attempt_ms)).where(t.c.state == "pending")).scalar()
+            query = select(func.min(t.c.next_attempt_ms)).where(t.c.state == "pending", t.c.next_attempt_ms > after_ms)
+            value = conn.execute(query).scalar()
         return int(value) if value is not None else None
 
     def get(self, row_id: str) -> OutboxRow | None:

@@ -178,7 +178,11 @@ class NotificationPipeline:
         mutes = self._mutes(now) if due or now - self._last_gauges_ms >= GAUGES_EVERY_MS else None
         for group in due:
             assert mutes is not None
-            self._plan_flush(group, now, mutes, plan)
+            try:
+                self._plan_flush(group, now, mutes, plan)
+            except Exception:  # one group that cannot be rendered must not stop the others
+                log.exception("notification group %s could not be flushed", group.key)
+                group.next_flush_ms = now + group.route.group_interval_ms
         self._commit(plan, now)
         if mutes is not None and now - self._last_gauges_ms >= GAUGES_EVERY_MS:
             self._last_gauges_ms = now
@@ -235,7 +239,8 @@ class NotificationPipeline:
         firing = (h.alert for h in self._held.values() if h.alert.status == "firing")
         return _Mutes(self._silences, Inhibitor(self._rules, firing), now)
 
-    def _plan_flush(self, group: _Group, now: int, mutes: _Mutes, plan: _Plan) -> None:
+    def _plan_flush(self, group: _Group, now: int, mutes: _Mutes, into: _Plan) -> None:
+        plan = _Plan()  # merged into ``into`` only when the whole group is planned
         route = group.route
         alerts = [self._held[fp].alert for fp in group.members]
         firing = sorted((a for a in alerts if a.status == "firing" and mutes.why(a) is None), key=_order)
@@ -263,6 +268,9 @@ class NotificationPipeline:
                 ))
             plan.log.append((integration.key, group.key, LogEntry(now, firing_fps, told)))
         plan.flushed.append((group, set(resolved)))
+        into.rows += plan.rows
+        into.log += plan.log
+        into.flushed += plan.flushed
 
     def _commit(self, plan: _Plan, now: int) -> None:
         # Resolved alerts seen by a flush leave that group; with no group left, they go.

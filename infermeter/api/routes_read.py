@@ -5,14 +5,18 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
+from alerts.expr import EvalContext, ExprError, Vector
+from alerts.expr import parse as parse_expr
+from alerts.expr.sources import StoreSource
 from infermeter.api.deps import RuntimeDep
 from infermeter.api.params import BadParam, parse_step_ms, parse_time_ms
 from store.reader import COMBINES, FNS, RangeQuery
 from store.selector_text import SelectorError, parse_selector
 from store.series_index import Selector
+from store.types import SeriesKey
 
 router = APIRouter(prefix="/api/v1", tags=["query"])
 
@@ -86,21 +90,42 @@ async def query_range(
 
 @router.get("/query")
 async def query_instant(runtime: RuntimeDep, query: str | None = None, time: str | None = None) -> dict[str, Any]:
-    """Instant query: the newest sample of each selected series within 5 minutes of ``time``."""
+    """Instant query in the rule language (a PromQL subset: selectors, rate/increase/..., aggregations
+    by label, arithmetic and comparisons, histogram_quantile, group_ratio) at ``time``."""
     now = runtime.clock.now_ms()
-    selector = _selector("query", query)
+    if not query:
+        raise BadParam("query", "is required (e.g. sum by (model) (rate(inference_generation_tokens_total[5m])))")
     at = parse_time_ms("time", time, now, now)
-    found = await run_in_threadpool(runtime.reader.instant, selector, at)
-    return {
-        "status": "success",
-        "data": {
-            "resultType": "vector",
-            "result": [
-                {"metric": {"__name__": key.name, **key.labels_dict()}, "value": [ts / 1000, _fmt(v)]}
-                for key, ts, v in found
-            ],
-        },
-    }
+    try:
+        node = parse_expr(query)
+        value = await run_in_threadpool(EvalContext(StoreSource(runtime.reader), at).evaluate, node)
+    except ExprError as exc:
+        raise BadParam("query", f"{exc.message} (at character {exc.pos + 1})") from exc
+    if isinstance(value, Vector):
+        result = [{"metric": dict(labels), "value": [at / 1000, _fmt(v)]} for labels, v in zip(value.labels, value.values.tolist())]
+        return {"status": "success", "data": {"resultType": "vector", "result": result}}
+    if isinstance(value, str):
+        return {"status": "success", "data": {"resultType": "string", "result": [at / 1000, value]}}
+    return {"status": "success", "data": {"resultType": "scalar", "result": [at / 1000, _fmt(float(value))]}}
+
+
+@router.get("/federate", include_in_schema=True, tags=["query"])
+async def federate(runtime: RuntimeDep, match: Annotated[list[str] | None, Query(alias="match[]")] = None) -> Response:
+    """Prometheus federation: the newest sample (within 5 min) of every series matching any
+    ``match[]``, with its timestamp, for a Prometheus scraping with ``honor_labels: true``."""
+    if not match:
+        raise BadParam("match[]", "at least one selector is required")
+    selectors = [_selector("match[]", m) for m in match]
+    now = runtime.clock.now_ms()
+    lines: list[str] = []
+    seen: set[SeriesKey] = set()
+    for sel in selectors:
+        for key, ts, v in await run_in_threadpool(runtime.reader.instant, sel, now):
+            if key in seen:
+                continue
+            seen.add(key)
+            lines.append(f"{key.canonical()} {_fmt(v)} {ts}")
+    return Response("\n".join(sorted(lines)) + "\n", media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
 @router.get("/series")

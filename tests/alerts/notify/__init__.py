@@ -1,0 +1,1 @@
+"""Tests of alert notification: grouping, silences, inhibition, outbox delivery, receivers."""

@@ -9,6 +9,7 @@ leaves the write-ahead table empty.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, text
 
+from alerts.notify.service import Notifier
 from alerts.rulefile import RuleFileError
 from collector.exposition import SeriesCache
 from collector.manager import ScrapeManager
@@ -56,6 +58,7 @@ class Runtime:
     scrapes: ScrapeManager | None = None  # built by build_runtime; loops start with the server
     telemetry: Telemetry | None = None
     alerting: Alerting | None = None
+    notifier: Notifier | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -66,6 +69,8 @@ class Runtime:
         loop = threading.Thread(target=self._maintenance_loop, name="store-maintenance", daemon=True)
         loop.start()
         self._threads.append(loop)
+        if self.notifier is not None:
+            self.notifier.start()
         if self.alerting is not None:
             self.alerting.start()
         self.started = True
@@ -76,6 +81,8 @@ class Runtime:
         self._stop.set()
         if self.alerting is not None:
             self.alerting.stop()
+        if self.notifier is not None:
+            self.notifier.stop()
         for thread in self._threads:
             thread.join(timeout_s)
         self._threads.clear()
@@ -190,5 +197,9 @@ def build_runtime(
         scrapes=scrapes,
         telemetry=telemetry,
     )
-    runtime.alerting = build_alerting(settings, engine, store, runtime.reader, clock, registry, config_path)
+    # The notifier reads its outbox and groups from the database: built after the migration.
+    runtime.notifier = Notifier(settings.notify, engine, clock, registry, random.Random())
+    runtime.alerting = build_alerting(
+        settings, engine, store, runtime.reader, clock, registry, config_path, sink=runtime.notifier.submit
+    )
     return runtime

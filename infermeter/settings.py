@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from alerts.defaults import Thresholds
+from alerts.notify.config import NotifyConfig
 from alerts.scaling import ScalePolicy
 from cost.prices import CostSettings
 from store.options import StoreOptions
@@ -225,3 +226,4 @@ class Settings(_Strict):
     logging: LoggingSettings = LoggingSettings()
     alerts: AlertSettings = AlertSettings()
     cost: CostSettings = CostSettings()
+    notify: NotifyConfig = NotifyConfig()

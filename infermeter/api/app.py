@@ -8,13 +8,15 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
+from alerts.notify.api import silences_router
+from alerts.notify.service import Notifier
 from infermeter.api import routes_alerts, routes_cost, routes_read, routes_write
-from infermeter.api.deps import WriterDep
+from infermeter.api.deps import WriterDep, require_writer
 from infermeter.api.params import BadParam
 from infermeter.runtime import Runtime
 
@@ -98,4 +100,11 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
     app.include_router(routes_read.router)
     app.include_router(routes_alerts.router)
     app.include_router(routes_cost.router)
+    app.include_router(silences_router(lambda: _notifier(runtime).silences, require_writer))
     return app
+
+
+def _notifier(runtime: Runtime) -> Notifier:
+    if runtime.notifier is None:
+        raise HTTPException(503, "notification is not running")
+    return runtime.notifier

@@ -107,3 +107,66 @@ def test_reads_closed_by_config(store_url: str) -> None:
     with serve(settings, ManualClock(T0)) as (base, _):
         assert httpx.get(f"{base}/api/v1/alerts").status_code == 401
         assert httpx.get(f"{base}/api/v1/alerts", headers={"Authorization": "Bearer tok"}).status_code == 200
+
+
+def test_firing_rule_reaches_a_webhook_receiver_signed(store_url: str, tmp_path: Path) -> None:
+    """Rule → engine → notifier → outbox → real HTTP receiver, HMAC verified (Standard Webhooks)."""
+    import base64
+    import hashlib
+    import hmac
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from alerts.notify.config import NotifyConfig
+    from store.clock import SystemClock
+
+    secret = base64.b64encode(b"0123456789abcdef0123456789abcdef").decode()
+    received: list[tuple[dict[str, str], bytes]] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append(({k.lower(): v for k, v in self.headers.items()}, body))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    (tmp_path / "rules.yml").write_text(RULES)
+    cfg = tmp_path / "infermeter.yaml"
+    cfg.write_text("")
+    notify = NotifyConfig.model_validate({
+        "route": {"receiver": "hook", "group_wait": "0s", "group_interval": "1s"},
+        "receivers": [{"name": "hook", "webhook_configs": [{"url": f"http://127.0.0.1:{server.server_port}/hook",
+                                                              "secret": f"whsec_{secret}"}]}],
+        "delivery": {"poll_interval": "100ms"},
+    })
+    settings = Settings(store=StoreSettings(url=store_url), gpu=GpuSettings(nvml="off"), notify=notify,
+                        alerts=AlertSettings(rule_files=["rules.yml"], default_rules=False))
+    clock = SystemClock()
+    try:
+        with serve(settings, clock, config_path=str(cfg)) as (_, runtime):
+            now = clock.now_ms()
+            runtime.store.append(SampleBatch.from_samples(
+                [Sample(SeriesKey.of("gpu_temperature_celsius", host="n1", gpu="7"), now, 91.0)]))
+            assert runtime.alerting is not None
+            runtime.alerting.rules.evaluate_all(now)
+            import time
+
+            deadline = time.monotonic() + 15
+            while not received and time.monotonic() < deadline:
+                time.sleep(0.1)
+    finally:
+        server.shutdown()
+    assert received, "the receiver got nothing"
+    headers, body = received[0]
+    payload = json.loads(body)
+    assert payload["version"] == "4" and payload["status"] == "firing"
+    assert payload["alerts"][0]["labels"]["alertname"] == "HotGpu" and payload["alerts"][0]["labels"]["gpu"] == "7"
+    signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+    expected = base64.b64encode(hmac.new(base64.b64decode(secret), signed, hashlib.sha256).digest()).decode()
+    assert f"v1,{expected}" in headers["webhook-signature"].split()

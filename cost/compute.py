@@ -71,6 +71,13 @@ class CostCalculator:
         self.book = book
         self.local_host = local_host
 
+    def node_of(self, instance: str) -> str:
+        return instance_host(instance, self.local_host)
+
+    def series(self, metric: str, start_ms: int, end_ms: int) -> list[tuple[dict[str, str], np.ndarray]]:
+        """Per-minute increase of a counter, per series (labels included)."""
+        return self._minutes(metric, start_ms, end_ms, "increase")
+
     def _minutes(self, metric: str, start_ms: int, end_ms: int, fn: str) -> list[tuple[dict[str, str], np.ndarray]]:
         query = RangeQuery(Selector(metric), start_ms, end_ms - 1, MINUTE_MS, fn)
         return [(r.labels, r.values) for r in self.reader.range(query)]

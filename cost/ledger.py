@@ -197,12 +197,18 @@ class CostLedger:
         tokens: dict[tuple[str, str], float] = defaultdict(float)
         for u in recent:
             tokens[(u.node, u.model)] += u.generated_tokens
+        # The serving target's job and instance ride along, so "target down" can inhibit the
+        # throughput alert of the GPUs it serves.
+        target: dict[tuple[str, str], dict[str, str]] = {}
+        for labels, _ in self.calc.series("inference_generation_tokens_total", minute - 5 * MINUTE_MS, minute):
+            node = self.calc.node_of(labels.get("instance", ""))
+            target.setdefault((node, labels.get("model", "")), {k: labels[k] for k in ("job", "instance") if k in labels})
         out = []
         for (node, model), gpus in gpus_of.items():
             per_gpu = tokens.get((node, model), 0.0) / 300.0 / len(gpus)
             for gpu in gpus:
-                key = SeriesKey.of("gpu_generation_tokens_per_second", host=node, gpu=gpu, model=model)
-                out.append(Sample(key, minute, per_gpu))
+                labels = {**target.get((node, model), {}), "host": node, "gpu": gpu, "model": model}
+                out.append(Sample(SeriesKey.of("gpu_generation_tokens_per_second", labels), minute, per_gpu))
         return out
 
 

@@ -146,7 +146,9 @@ def test_live_series_cost_per_token_and_budget(priced: tuple[TimeSeriesStore, Co
     assert samples[("infermeter_budget_cost_per_million_tokens_dollars", "fleet", "")] == 20.0
     assert samples[("infermeter_spend_period_dollars", "fleet", "")] == pytest.approx(fleet_cost, rel=1e-3)
     # per-GPU tokens/s: llama's 100 tok/s over n1's two GPUs
-    gpu_tps = {(s.series.get("host"), s.series.get("gpu")): s.value for s in ledger.tick() if s.series.name == "gpu_generation_tokens_per_second"}
+    gpu_series = [s for s in ledger.tick() if s.series.name == "gpu_generation_tokens_per_second"]
+    gpu_tps = {(s.series.get("host"), s.series.get("gpu")): s.value for s in gpu_series}
+    assert {s.series.get("instance") for s in gpu_series if s.series.get("host") == "n1"} == {"n1:8000"}
     assert gpu_tps[("n1", "0")] == pytest.approx(50.0, rel=1e-3)
     # the tick wrote the series into the store
     assert Reader(store).select(__import__("store.series_index", fromlist=["Selector"]).Selector("infermeter_cost_dollars_per_hour"))

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from alerts.defaults import default_rule_dicts, Thresholds
+from alerts.defaults import Thresholds, default_rule_dicts
 from alerts.template import render
 
 # (alert, input series {series: values}, eval_time, [(labels, value)] expected firing, eval_time_before_for)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal
 from collections.abc import Mapping
+from decimal import Decimal
 
 _ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}", re.S)
 _VAR = re.compile(r"^\$(labels\.([a-zA-Z_][a-zA-Z0-9_]*)|value|labels)$")

@@ -36,6 +36,7 @@ class Head:
         self._val: Float64Array = np.empty(0, np.float64)
         self._pending: list[tuple[Int64Array, Int64Array, Float64Array]] = []
         self._pending_ordered = True
+        self._key: Int64Array | None = None  # (sid << 42) | ts of the compacted block, built on demand
         self.samples = 0
 
     # -- bookkeeping -----------------------------------------------------------------------
@@ -82,6 +83,7 @@ class Head:
         else:
             order = np.lexsort((ts, sid))
         self._sid, self._ts, self._val = sid[order], ts[order], val[order]
+        self._key = None
         self._pending = []
         self._pending_ordered = True
 
@@ -93,6 +95,28 @@ class Head:
             np.searchsorted(self._sid, sids, side="left"),
             np.searchsorted(self._sid, sids, side="right"),
         )
+
+    def window(self, sids: Int64Array, start_ms: int, end_ms: int) -> tuple[Int64Array, Int64Array, Int64Array, Float64Array]:
+        """Samples of ``sids`` with start <= ts <= end, without a per-series loop: (segment
+        starts, segment counts, ts, values), segment i belonging to ``sids[i]``.
+
+        One binary search over a composite (series, time) key finds every series' window at
+        once; timestamps are below 2**42 ms (year 2109) and ids below 2**21.
+        """
+        self.compact()
+        if self._key is None:
+            self._key = (self._sid << 42) | np.maximum(self._ts, 0)
+        base = sids.astype(np.int64) << 42
+        lo = np.searchsorted(self._key, base | max(start_ms, 0), side="left")
+        hi = np.searchsorted(self._key, base | max(end_ms + 1, 0), side="left")
+        counts = hi - lo
+        starts = np.zeros(len(sids), np.int64)
+        if len(sids) > 1:
+            np.cumsum(counts[:-1], out=starts[1:])
+        total = int(counts.sum())
+        # positions lo[i] .. hi[i]-1 for every i, as one index array
+        index = np.arange(total, dtype=np.int64) - np.repeat(starts - lo, counts)
+        return starts, counts, self._ts[index], self._val[index]
 
     def columns(self) -> tuple[Int64Array, Int64Array, Float64Array]:
         """The compacted block: (sid, ts, value), sorted by (sid, ts)."""
@@ -141,6 +165,7 @@ class Head:
         dropped = int(len(keep) - np.count_nonzero(keep))
         if dropped:
             self._sid, self._ts, self._val = sid[keep], ts[keep], val[keep]
+            self._key = None
             self.samples -= dropped
         touched = bound > self.head_start
         self.head_start[touched] = bound[touched]

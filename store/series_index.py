@@ -155,7 +155,11 @@ class SeriesIndex:
             candidates: Iterable[int] = self._by_metric.get(selector.metric, ())
         else:
             candidates = self._keys
-        found = [(sid, self._keys[sid]) for sid in candidates if selector.matches(self._keys[sid])]
+        keys = self._keys
+        if selector.metric is not None and not selector.matchers:
+            found = [(sid, keys[sid]) for sid in candidates]  # the name alone selects
+        else:
+            found = [(sid, keys[sid]) for sid in candidates if selector.matches(keys[sid])]
         found.sort()
         return found
 

@@ -321,6 +321,13 @@ class TimeSeriesStore:
                 self._last_retention_ms = now
 
     # -- helpers for readers -----------------------------------------------------------------
+    def head_window(self, sids: Int64Array, start_ms: int, end_ms: int) -> HeadWindow:
+        """Like :meth:`head_snapshot`, flat and vectorised (no per-series Python loop)."""
+        with self.lock:
+            self.head.ensure_capacity(int(sids.max()) if len(sids) else 0)
+            starts, counts, ts, val = self.head.window(sids, start_ms, end_ms)
+            return HeadWindow(starts, counts, ts, val, self.head.head_start[sids].copy(), self.head.flushed_until[sids].copy())
+
     def head_snapshot(self, sids: Int64Array, start_ms: int, end_ms: int) -> HeadSnapshot:
         """Copies of the head's samples for ``sids`` in [start, end], plus the boundaries."""
         with self.lock:
@@ -337,6 +344,18 @@ class TimeSeriesStore:
                 self.head.head_start[sids].copy(),
                 self.head.flushed_until[sids].copy(),
             )
+
+
+@dataclass(slots=True)
+class HeadWindow:
+    """Flat head samples of several series: series i owns ts[starts[i]:starts[i]+counts[i]]."""
+
+    starts: Int64Array
+    counts: Int64Array
+    ts: Int64Array
+    values: Float64Array
+    head_start: Int64Array
+    flushed_until: Int64Array
 
 
 @dataclass(slots=True)

@@ -64,6 +64,8 @@ def _vector_scalar(node: Binary, lhs: Vector | float, rhs: Vector | float) -> Ve
 
 
 def _signature(labels: Labels, node: Binary) -> Labels:
+    if not node.matching.on and not node.matching.labels:
+        return drop_name(labels)  # the default: every label but the name
     if node.matching.on:
         return keep_only(labels, node.matching.labels)
     return drop(labels, node.matching.labels)

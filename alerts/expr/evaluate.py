@@ -6,7 +6,7 @@ same time shares its fetches, so twenty rules over ``gpu_utilization_ratio`` rea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -18,17 +18,23 @@ from alerts.expr.range_funcs import Segments, changes, extrapolated, irate, over
 from alerts.expr.vector import NAME, Labels, Vector, drop_name, group_index, keep_only
 from store.quantile import bucket_quantile, parse_le
 from store.series_index import Matcher
-from store.types import Float64Array, Int64Array, is_stale_marker
+from store.types import is_stale_marker
 
 Value = Vector | float | str
 DEFAULT_LOOKBACK_MS = 300_000  # an instant selector sees the newest sample up to 5 min old
 
 
+@dataclass(slots=True)
+class Fetched:
+    """Series matching a selector: ``labels[i]`` (with __name__) owns segment i of ``seg``."""
+
+    labels: list[Labels]
+    seg: Segments
+
+
 class SampleSource(Protocol):
-    def fetch(
-        self, name: str | None, matchers: tuple[Matcher, ...], start_ms: int, end_ms: int
-    ) -> Sequence[tuple[Labels, Int64Array, Float64Array]]:
-        """Every series matching, with its samples in (start, end]; labels include __name__."""
+    def fetch(self, name: str | None, matchers: tuple[Matcher, ...], start_ms: int, end_ms: int) -> Fetched:
+        """Every series matching, with its samples in (start, end] (staleness markers included)."""
         ...
 
 
@@ -37,7 +43,7 @@ class EvalContext:
         self.source = source
         self.at_ms = at_ms
         self.lookback_ms = lookback_ms
-        self._fetched: dict[tuple[object, ...], list[tuple[Labels, Int64Array, Float64Array]]] = {}
+        self._fetched: dict[tuple[object, ...], Fetched] = {}
 
     def evaluate(self, node: Node) -> Value:
         if isinstance(node, NumberLiteral):
@@ -66,37 +72,30 @@ class EvalContext:
         raise ExprError(f"cannot evaluate {type(node).__name__}", node.pos)
 
     # -- selection ---------------------------------------------------------------------------
-    def _fetch(self, sel: VectorSelector, start_ms: int, end_ms: int) -> list[tuple[Labels, Int64Array, Float64Array]]:
+    def _fetch(self, sel: VectorSelector, start_ms: int, end_ms: int) -> Fetched:
         key = (sel.name, sel.matchers, start_ms, end_ms)
         found = self._fetched.get(key)
         if found is None:
-            found = []
-            for labels, ts, values in self.source.fetch(sel.name, sel.matchers, start_ms, end_ms):
-                stale = is_stale_marker(values)
-                if stale.any():
-                    # A staleness marker ends the series: samples after it belong to a new life.
-                    ts, values = ts[~stale], values[~stale]
-                    if stale[-1]:
-                        ts, values = ts[:0], values[:0]
-                found.append((labels, ts, values))
-            self._fetched[key] = found
+            found = self._fetched[key] = self.source.fetch(sel.name, sel.matchers, start_ms, end_ms)
         return found
 
     def _instant(self, sel: VectorSelector) -> Vector:
         end = self.at_ms - sel.offset_ms
-        labels, values = [], []
-        for lab, ts, vals in self._fetch(sel, end - self.lookback_ms, end):
-            if len(ts):
-                labels.append(lab)
-                values.append(vals[-1])
-        return Vector(labels, np.asarray(values, np.float64))
+        fetched = self._fetch(sel, end - self.lookback_ms, end)
+        seg = fetched.seg
+        has = np.flatnonzero(seg.counts > 0)
+        last = seg.last_index[has]
+        values = seg.values[last]
+        live = ~is_stale_marker(values)  # a series whose newest sample is a staleness marker is gone
+        rows = has[live]
+        return Vector([fetched.labels[i] for i in rows.tolist()], values[live])
 
     def _range(self, sel: VectorSelector) -> tuple[list[Labels], Segments, int, int]:
         assert sel.range_ms is not None
         end = self.at_ms - sel.offset_ms
         start = end - sel.range_ms
-        found = self._fetch(sel, start, end)
-        return [lab for lab, _, _ in found], Segments.of([(ts, v) for _, ts, v in found]), start, end
+        fetched = self._fetch(sel, start, end)
+        return fetched.labels, _without_stale(fetched.seg), start, end
 
     # -- functions ---------------------------------------------------------------------------
     def _call(self, node: Call) -> Value:
@@ -144,6 +143,20 @@ class EvalContext:
         raise ExprError(f"function {fn} is not implemented", node.pos)
 
 
+def _without_stale(seg: Segments) -> Segments:
+    """Range vectors leave staleness markers out (as Prometheus does)."""
+    stale = is_stale_marker(seg.values)
+    if not stale.any():
+        return seg
+    owner = np.repeat(np.arange(len(seg.counts)), seg.counts)
+    keep = ~stale
+    counts = np.bincount(owner[keep], minlength=len(seg.counts)).astype(np.int64)
+    starts = np.zeros(len(counts), np.int64)
+    if len(counts) > 1:
+        np.cumsum(counts[:-1], out=starts[1:])
+    return Segments(seg.ts[keep], seg.values[keep], starts, counts)
+
+
 def _vec(value: Value) -> Vector:
     assert isinstance(value, Vector)
     return value
@@ -181,4 +194,4 @@ def group_ratio(vec: Vector, by: list[str]) -> Vector:
     return Vector([drop_name(lab) for lab in vec.labels], ratio)
 
 
-__all__ = ["EvalContext", "SampleSource", "Value", "NAME"]
+__all__ = ["EvalContext", "Fetched", "SampleSource", "Value", "NAME"]

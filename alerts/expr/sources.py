@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 import numpy as np
 
+from alerts.expr.evaluate import Fetched
+from alerts.expr.range_funcs import Segments
 from alerts.expr.vector import NAME, Labels
 from store.reader import Reader
 from store.series_index import Matcher, Selector
@@ -18,16 +20,23 @@ def labels_of(key: SeriesKey) -> Labels:
 
 
 class StoreSource:
-    """Reads through the store's reader: recent windows come from the in-memory head."""
+    """Reads through the store's reader: recent windows come from the in-memory head, all
+    series of a selector at once (no per-series loop)."""
 
     def __init__(self, reader: Reader) -> None:
         self.reader = reader
+        self._labels: dict[int, Labels] = {}  # series id -> labels, built once per series
 
-    def fetch(
-        self, name: str | None, matchers: tuple[Matcher, ...], start_ms: int, end_ms: int
-    ) -> Sequence[tuple[Labels, Int64Array, Float64Array]]:
-        found = self.reader.raw(Selector(name, matchers), start_ms + 1, end_ms)
-        return [(labels_of(s.key), s.ts_ms, s.values) for s in found]
+    def fetch(self, name: str | None, matchers: tuple[Matcher, ...], start_ms: int, end_ms: int) -> Fetched:
+        flat = self.reader.raw_flat(Selector(name, matchers), start_ms + 1, end_ms)
+        cache = self._labels
+        labels = []
+        for sid, key in flat.found:
+            lab = cache.get(sid)
+            if lab is None:
+                lab = cache[sid] = labels_of(key)
+            labels.append(lab)
+        return Fetched(labels, Segments(flat.ts, flat.values, flat.starts, flat.counts))
 
 
 class MemorySource:
@@ -54,15 +63,14 @@ class MemorySource:
             arrays = self._frozen[key] = (np.asarray(ts, np.int64), np.asarray(vals, np.float64))
         return arrays
 
-    def fetch(
-        self, name: str | None, matchers: tuple[Matcher, ...], start_ms: int, end_ms: int
-    ) -> Sequence[tuple[Labels, Int64Array, Float64Array]]:
+    def fetch(self, name: str | None, matchers: tuple[Matcher, ...], start_ms: int, end_ms: int) -> Fetched:
         selector = Selector(name, matchers)
-        out = []
+        labels, parts = [], []
         for key in self._series:
             if not selector.matches(key):
                 continue
             ts, vals = self._arrays(key)
             lo, hi = np.searchsorted(ts, [start_ms, end_ms], side="right")
-            out.append((labels_of(key), ts[lo:hi], vals[lo:hi]))
-        return out
+            labels.append(labels_of(key))
+            parts.append((ts[lo:hi], vals[lo:hi]))
+        return Fetched(labels, Segments.of(parts))

@@ -24,7 +24,8 @@ class Thresholds(BaseModel):
     gpu_memory_ratio: float = Field(0.90, gt=0, le=1)
     gpu_memory_for: str = "10m"
     failure_rate: float = Field(0.005, gt=0, le=1)
-    cost_over_budget_ratio: float = Field(0.15, ge=0, description="cost per token above budget by")
+    cost_over_budget_ratio: float = Field(0.15, ge=0, description="cost per token above budget by (warning)")
+    cost_over_budget_critical_ratio: float = Field(0.50, ge=0, description="cost per token above budget by (critical)")
     cost_spike_ratio: float = Field(1.5, gt=1, description="cost per token over its 24 h mean")
     inter_token_p99_seconds: float = Field(0.050, gt=0)
     ttft_p99_seconds: float = Field(2.0, gt=0)
@@ -114,6 +115,13 @@ def default_rule_dicts(t: Thresholds) -> dict[str, Any]:
             f"infermeter_cost_per_million_tokens_dollars > {1 + t.cost_over_budget_ratio:g} * infermeter_budget_cost_per_million_tokens_dollars",
             "warning",
             "{{ $labels.scope }} {{ $labels.model }}: ${{ $value }} per 1M tokens is over budget",
+            "15m",
+        ),
+        _alert(
+            "TokenCostOverBudget",
+            f"infermeter_cost_per_million_tokens_dollars > {1 + t.cost_over_budget_critical_ratio:g} * infermeter_budget_cost_per_million_tokens_dollars",
+            "critical",
+            "{{ $labels.scope }} {{ $labels.model }}: ${{ $value }} per 1M tokens is far over budget",
             "15m",
         ),
         _alert(

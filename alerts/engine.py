@@ -52,6 +52,7 @@ class EngineMetrics:
     failures: Counter
     evaluations: Counter
     alerts: Gauge
+    health: Gauge
 
     @classmethod
     def register(cls, registry: CollectorRegistry) -> EngineMetrics:
@@ -67,6 +68,8 @@ class EngineMetrics:
             Counter("infermeter_rule_evaluation_failures_total", "Rule evaluations that failed.", ["group", "rule"], registry=registry),
             Counter("infermeter_rule_evaluations_total", "Rule evaluations.", ["group"], registry=registry),
             Gauge("infermeter_alerts", "Alerts by state.", ["state"], registry=registry),
+            Gauge("infermeter_rule_health", "1 when the rule's last evaluation succeeded, 0 when it failed.",
+                  ["group", "rule"], registry=registry),
         )
 
 
@@ -158,6 +161,7 @@ class RuleEngine:
             transitions = []
         health.last_eval_ms = at_ms
         health.last_duration_s = time.perf_counter() - started
+        self._metrics.health.labels(rule.group, rule.key.split("/", 1)[1]).set(1.0 if health.health == "ok" else 0.0)
         self._metrics.rule_duration.labels(rule.group).observe(health.last_duration_s)
         return transitions
 

@@ -174,9 +174,10 @@ def test_budget_overrun_ahead_severity_by_bound() -> None:
 def test_cost_spike_against_24h_mean() -> None:
     day = 86_400.0
     spike = {K("infermeter_cost_per_million_tokens_dollars", scope="fleet"): lambda t: 10.0 if t < day else 16.0}
-    from tests.alerts.rule_harness import T0, source_of
     from prometheus_client import CollectorRegistry
+
     from store.clock import ManualClock
+    from tests.alerts.rule_harness import T0, source_of
 
     src = source_of(spike, day + 1800, step_s=60.0)
     clock = ManualClock(T0)
@@ -195,3 +196,18 @@ def test_thresholds_are_configurable() -> None:
     groups = default_rule_groups(Thresholds(gpu_memory_ratio=0.5, gpu_memory_for="1m"))
     at, _ = first_firing(groups, "GpuMemoryHigh", _memory(0.6), 3)
     assert at is not None and 60 <= at <= 90
+
+
+def test_cost_per_token_critical_level() -> None:
+    def series(ratio: float) -> dict[SeriesKey, SeriesFn]:
+        return {
+            **_const("infermeter_cost_per_million_tokens_dollars", 10 * ratio, scope="fleet"),
+            **_const("infermeter_budget_cost_per_million_tokens_dollars", 10.0, scope="fleet"),
+        }
+
+    def severities(ratio: float) -> list[str]:
+        _, engine = first_firing(GROUPS, "never", series(ratio), 16)
+        return sorted(i.labels["severity"] for r, i in engine.active() if r.name == "TokenCostOverBudget" and i.state == "firing")
+
+    assert severities(1.49) == ["warning"]
+    assert severities(1.51) == ["critical", "warning"]

@@ -31,7 +31,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 typecheck: $(STAMP)
-	$(BIN)/mypy store infermeter collector
+	$(BIN)/mypy store infermeter collector alerts cost
 
 bench: $(STAMP)
 	scripts/ensure-postgres.sh

@@ -20,7 +20,7 @@ def _scalar(ctx: EvalContext, expr: str) -> float:
     value = ctx.evaluate(parse(expr))
     if isinstance(value, Vector):
         return float(value.values[0]) if len(value) else math.nan
-    return float(value)  # type: ignore[arg-type]
+    return float(value)
 
 
 def _pct(x: float) -> str:

@@ -245,6 +245,6 @@ class RuleEngine:
             self._stop.wait(max(0.05, min(1.0, (wake - self.clock.now_ms()) / 1000)))
 
 
-def _scalar_array(value: object) -> np.ndarray:
+def _scalar_array(value: float | str) -> np.ndarray:
     number = float(value) if not isinstance(value, str) else math.nan
     return np.asarray([number])

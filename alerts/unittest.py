@@ -131,7 +131,7 @@ def _run_one(n: int, test: dict[str, Any], groups: list[RuleGroup], eval_ms: int
         got = EvalContext(src, T0 + at).evaluate(parse(check["expr"]))
         actual = sorted(
             (_labels_text(lab), round(val, 9))
-            for lab, val in (got.as_dicts() if isinstance(got, Vector) else [({}, float(got))])  # type: ignore[arg-type]
+            for lab, val in (got.as_dicts() if isinstance(got, Vector) else [({}, float(got))])
         )
         expected = sorted((_sample_labels(s.get("labels")), round(float(s["value"]), 9)) for s in check.get("exp_samples", []))
         actual_cmp = [(a, v) for a, v in actual if not math.isnan(v)]

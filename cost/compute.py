@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from cost.prices import PriceBook
-from store.reader import RangeQuery, Reader
+from store.reader import Fn, RangeQuery, Reader
 from store.series_index import Selector
 
 MINUTE_MS = 60_000
@@ -78,7 +78,7 @@ class CostCalculator:
         """Per-minute increase of a counter, per series (labels included)."""
         return self._minutes(metric, start_ms, end_ms, "increase")
 
-    def _minutes(self, metric: str, start_ms: int, end_ms: int, fn: str) -> list[tuple[dict[str, str], np.ndarray]]:
+    def _minutes(self, metric: str, start_ms: int, end_ms: int, fn: Fn) -> list[tuple[dict[str, str], np.ndarray]]:
         query = RangeQuery(Selector(metric), start_ms, end_ms - 1, MINUTE_MS, fn)
         return [(r.labels, r.values) for r in self.reader.range(query)]
 

@@ -16,6 +16,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import Engine
@@ -87,7 +88,7 @@ class CostLedger:
         return done
 
     # -- queries -----------------------------------------------------------------------------
-    def spend(self, start_ms: int, end_ms: int, by: Iterable[str] = ()) -> list[dict[str, object]]:
+    def spend(self, start_ms: int, end_ms: int, by: Iterable[str] = ()) -> list[dict[str, Any]]:
         cols = [cost_ledger.c[name] for name in by]
         query = (
             sa.select(*cols, sa.func.sum(cost_ledger.c.dollars).label("dollars"),
@@ -100,7 +101,7 @@ class CostLedger:
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(query)]
 
-    def tokens(self, start_ms: int, end_ms: int, by: Iterable[str] = ()) -> list[dict[str, object]]:
+    def tokens(self, start_ms: int, end_ms: int, by: Iterable[str] = ()) -> list[dict[str, Any]]:
         cols = [usage_hourly.c[name] for name in by]
         query = (
             sa.select(*cols, sa.func.sum(usage_hourly.c.prompt_tokens).label("prompt_tokens"),

@@ -68,13 +68,8 @@ def cmd_export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         settings, _ = load_settings(args.config)
         groups = load_rule_groups(settings, args.config)
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(problem, file=err)
-        return EXIT_INVALID
-    except RuleFileError as exc:
-        for problem in exc.problems:
-            print(problem, file=err)
+    except (ConfigError, RuleFileError) as exc:
+        print(str(exc), file=err)
         return EXIT_INVALID
     text = export_yaml(groups, settings.alerts.evaluation_interval)
     if not args.out:
@@ -97,6 +92,7 @@ def cmd_backtest(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     from alerts.engine import RuleEngine
     from alerts.expr.sources import StoreSource
+    from alerts.state import Transition
     from infermeter import db
     from infermeter.alerting import load_rule_groups
     from store.clock import ManualClock, SystemClock
@@ -112,8 +108,7 @@ def cmd_backtest(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         since = parse_duration_ms(args.since)
         step = parse_duration_ms(args.step)
     except (ConfigError, RuleFileError) as exc:
-        for problem in exc.problems:
-            print(problem, file=err)
+        print(str(exc), file=err)
         return EXIT_INVALID
     except ValueError as exc:
         print(f"error: {exc}", file=err)
@@ -129,7 +124,7 @@ def cmd_backtest(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         start = (now - since) // step * step
         clock = ManualClock(start)
         rules = RuleEngine(groups, StoreSource(Reader(store)), clock, CollectorRegistry())
-        transitions = []
+        transitions: list[tuple[str, Transition]] = []
         t = start
         while t <= now:
             clock.set(t)
@@ -140,9 +135,9 @@ def cmd_backtest(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         engine.dispose()
     fired = [(g, tr) for g, tr in transitions if tr.to_state in ("firing", "resolved")]
     print(f"# rules replayed over the last {args.since} every {args.step}: {len(fired)} firing/resolved transitions", file=out)
-    for group, tr in fired:
+    for group_name, tr in fired:
         labels = ",".join(f"{k}={v}" for k, v in sorted(tr.labels.items()) if k != "alertname")
-        print(f"{_when(tr.at_ms)}  {tr.to_state:8}  {group}/{tr.labels.get('alertname', '')}  {{{labels}}}  value={tr.value:g}", file=out)
+        print(f"{_when(tr.at_ms)}  {tr.to_state:8}  {group_name}/{tr.labels.get('alertname', '')}  {{{labels}}}  value={tr.value:g}", file=out)
     failing = {key: h.last_error for key, h in rules.health.items() if h.health == "err"}
     for key, error in failing.items():
         print(f"rule {key} failed: {error}", file=err)

@@ -28,7 +28,7 @@ def apply(node: Aggregate, vec: Vector, param: object) -> Vector:
         if node.op == "count":
             return Vector(groups, counts)
         if node.op == "sum":
-            return Vector(groups, np.bincount(ids, weights=values, minlength=n))
+            return Vector(groups, np.bincount(ids, weights=values, minlength=n).astype(np.float64))
         if node.op == "avg":
             return Vector(groups, np.bincount(ids, weights=values, minlength=n) / counts)
         if node.op in ("min", "max"):

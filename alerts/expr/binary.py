@@ -44,19 +44,20 @@ def apply(node: Binary, lhs: Vector | float, rhs: Vector | float) -> Vector | fl
 
 
 def _scalars(node: Binary, a: float, b: float) -> float:
-    x, y = np.float64(a), np.float64(b)
+    x, y = np.asarray([a], np.float64), np.asarray([b], np.float64)
     if node.op in _COMPARE:
-        return float(bool(_COMPARE[node.op](x, y)))
-    return float(_ARITH[node.op](x, y))
+        return float(bool(_COMPARE[node.op](x, y)[0]))
+    return float(_ARITH[node.op](x, y)[0])
 
 
 def _vector_scalar(node: Binary, lhs: Vector | float, rhs: Vector | float) -> Vector:
     vec = lhs if isinstance(lhs, Vector) else rhs
     assert isinstance(vec, Vector)
-    a = lhs.values if isinstance(lhs, Vector) else np.float64(lhs)
-    b = rhs.values if isinstance(rhs, Vector) else np.float64(rhs)
+    n = len(vec.values)
+    a = lhs.values if isinstance(lhs, Vector) else np.full(n, float(lhs))
+    b = rhs.values if isinstance(rhs, Vector) else np.full(n, float(rhs))
     if node.op in _COMPARE:
-        hit = np.asarray(_COMPARE[node.op](a, b), bool)
+        hit = np.asarray(_COMPARE[node.op](a, b), dtype=np.bool_)
         if node.return_bool:
             return Vector([drop_name(lab) for lab in vec.labels], hit.astype(np.float64))
         return vec.take(hit)
@@ -103,7 +104,7 @@ def _vectors(node: Binary, lhs: Vector, rhs: Vector) -> Vector:
     left_vals = (many if many is lhs else one).values[mi if many is lhs else oi]
     right_vals = (many if many is rhs else one).values[mi if many is rhs else oi]
     if node.op in _COMPARE:
-        hit = np.asarray(_COMPARE[node.op](left_vals, right_vals), bool)
+        hit = np.asarray(_COMPARE[node.op](left_vals, right_vals), dtype=np.bool_)
         if node.return_bool:
             return Vector(out_labels, hit.astype(np.float64))
         keep = np.flatnonzero(hit)

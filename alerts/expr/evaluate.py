@@ -58,7 +58,7 @@ class EvalContext:
             inner = self.evaluate(node.expr)
             if isinstance(inner, Vector):
                 return Vector([drop_name(lab) for lab in inner.labels], -inner.values)
-            return -float(inner)  # type: ignore[arg-type]
+            return -float(inner)
         if isinstance(node, Binary):
             lhs, rhs = self.evaluate(node.lhs), self.evaluate(node.rhs)
             return binary.apply(node, lhs, rhs)  # type: ignore[arg-type]

@@ -88,7 +88,7 @@ def _check_call(node: Call) -> str:
         want = f"{len(sig.args)}" + (" or more" if sig.variadic else "")
         raise ExprError(f"{node.func}() takes {want} argument(s), got {len(node.args)}", node.pos)
     for i, arg in enumerate(node.args):
-        want = sig.args[i] if i < len(sig.args) else sig.variadic
+        want = sig.args[i] if i < len(sig.args) else (sig.variadic or "")
         got = check_types(arg)
         if got != want:
             hint = " (add a range, e.g. [5m])" if want == RANGE and got == VECTOR else ""

@@ -101,7 +101,7 @@ async def history(runtime: RuntimeDep, _auth: ReaderDep, since: str | None = Non
     since_ms = parse_time_ms("since", since, now, now - 86_400_000)
     rows = await run_in_threadpool(_alerting(runtime).state_store.history, since_ms, max(1, min(limit, 10_000)))
     for row in rows:
-        row["at"] = _rfc3339(int(row.pop("at_ms")))  # type: ignore[arg-type]
+        row["at"] = _rfc3339(int(row.pop("at_ms")))
     return {"status": "success", "data": rows}
 
 

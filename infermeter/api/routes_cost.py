@@ -49,7 +49,7 @@ async def cost(runtime: RuntimeDep, _auth: ReaderDep, start: str | None = None, 
     dims = _dims(by, SPEND_DIMENSIONS)
     start_ms, end_ms = _window(runtime, start, end)
     rows = await run_in_threadpool(_ledger(runtime).spend, start_ms, end_ms, dims)
-    total = sum(float(r["dollars"] or 0) for r in rows)  # type: ignore[arg-type]
+    total = sum(float(r["dollars"] or 0) for r in rows)
     return {"status": "success", "data": {"currency": runtime.settings.cost.currency, "start_ms": start_ms,
                                            "end_ms": end_ms, "by": dims, "rows": rows, "total_dollars": total}}
 
@@ -63,14 +63,16 @@ async def cost_per_token(runtime: RuntimeDep, _auth: ReaderDep, start: str | Non
     ledger = _ledger(runtime)
     spend = await run_in_threadpool(ledger.spend, start_ms, end_ms, dims)
     tokens = await run_in_threadpool(ledger.tokens, start_ms, end_ms, dims)
-    key = lambda r: tuple(r[d] for d in dims)  # noqa: E731
+    def key(row: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(row[d] for d in dims)
+
     by_key = {key(t): t for t in tokens}
     rows = []
     for s in spend:
         t = by_key.get(key(s), {})
-        dollars = float(s["dollars"] or 0)  # type: ignore[arg-type]
-        gen = float(t.get("generated_tokens") or 0)  # type: ignore[arg-type]
-        total = gen + float(t.get("prompt_tokens") or 0)  # type: ignore[arg-type]
+        dollars = float(s["dollars"] or 0)
+        gen = float(t.get("generated_tokens") or 0)
+        total = gen + float(t.get("prompt_tokens") or 0)
         rows.append({**{d: s[d] for d in dims}, "dollars": dollars, "generated_tokens": gen, "total_tokens": total,
                      "dollars_per_million_generated": dollars / gen * 1e6 if gen else None,
                      "dollars_per_million_total": dollars / total * 1e6 if total else None})
@@ -90,8 +92,8 @@ async def budgets(runtime: RuntimeDep, _auth: ReaderDep) -> dict[str, Any]:
         if budget.scope == "model":
             spend = [r for r in spend if r["model"] == budget.model]
             tokens = [r for r in tokens if r["model"] == budget.model]
-        dollars = sum(float(r["dollars"] or 0) for r in spend)  # type: ignore[arg-type]
-        gen = sum(float(r["generated_tokens"] or 0) for r in tokens)  # type: ignore[arg-type]
+        dollars = sum(float(r["dollars"] or 0) for r in spend)
+        gen = sum(float(r["generated_tokens"] or 0) for r in tokens)
         per_m = dollars / gen * 1e6 if gen else None
         out.append({**budget.model_dump(), "period_start_ms": start, "spend_dollars": dollars,
                     "spend_ratio": dollars / budget.spend_per_period if budget.spend_per_period else None,

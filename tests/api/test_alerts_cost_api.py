@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from cost.prices import CostSettings
-from infermeter.settings import AlertSettings, GpuSettings, ServerSettings, Settings, StoreSettings
 from infermeter.runtime import Runtime
+from infermeter.settings import AlertSettings, GpuSettings, ServerSettings, Settings, StoreSettings
 from store import ManualClock
 from store.types import Sample, SampleBatch, SeriesKey
 from tests.conftest import T0

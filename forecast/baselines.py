@@ -1,0 +1,190 @@
+"""Baselines and fallbacks: naive, seasonal naive, seasonal mean, drift; the log-scale wrapper.
+
+Intervals are the textbook ones (Hyndman & Athanasopoulos, *FPP3* §5.5) with ``sigma`` the
+root mean square of the in-sample one-step residuals: naive ``sigma*sqrt(h)``, seasonal naive
+``sigma*sqrt(floor((h-1)/m)+1)``, drift ``sigma*sqrt(h*(1+h/T))``; the seasonal mean uses the spread of its own in-sample errors. No library call can fail
+here, which is what makes these the fallbacks of last resort.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from forecast.clean import Transform, regular
+from forecast.types import F64, LEVELS, FitError, FitInfo, Fitted, Forecaster, Prediction
+
+
+def _sigma(residuals: F64) -> float:
+    r = residuals[np.isfinite(residuals)]
+    return float(np.sqrt(np.mean(r * r))) if r.size else 0.0
+
+
+@dataclass(frozen=True)
+class _Fitted:
+    mean: F64
+    sd: F64
+    residuals: F64
+    info: FitInfo = field(default_factory=FitInfo)
+
+    def predict(self, h: int, levels: Sequence[int] = LEVELS) -> Prediction:
+        if h > self.mean.shape[0]:
+            raise ValueError(f"fitted for {self.mean.shape[0]} steps, asked for {h}")
+        return Prediction.gaussian(self.mean[:h], self.sd[:h], levels)
+
+
+class _Baseline:
+    """Baselines precompute a long path at fit time (cheap) and slice it in ``predict``."""
+
+    name = "baseline"
+    min_length = 1
+    max_h = 24 * 31
+
+    def _require(self, y: F64) -> F64:
+        y = regular(y)
+        if y.shape[0] < self.min_length:
+            raise FitError(f"{self.name}: needs {self.min_length} points, got {y.shape[0]}")
+        return y
+
+
+class Naive(_Baseline):
+    name = "naive"
+    min_length = 1
+
+    def fit(self, y: F64) -> Fitted:
+        y = self._require(y)
+        resid = np.concatenate([[np.nan], np.diff(y)])
+        steps = np.arange(1, self.max_h + 1, dtype=np.float64)
+        return _Fitted(np.full(self.max_h, y[-1]), _sigma(resid) * np.sqrt(steps), resid)
+
+
+class SeasonalNaive(_Baseline):
+    def __init__(self, period: int) -> None:
+        self.period = period
+        self.name = f"snaive{period}"
+        self.min_length = period
+
+    def fit(self, y: F64) -> Fitted:
+        y = self._require(y)
+        m = self.period
+        resid = np.full(y.shape[0], np.nan)
+        resid[m:] = y[m:] - y[:-m]
+        last = y[-m:]
+        steps = np.arange(self.max_h)
+        mean = last[steps % m]
+        sd = _sigma(resid) * np.sqrt(steps // m + 1.0)
+        return _Fitted(mean, sd, resid)
+
+
+class SeasonalMean(_Baseline):
+    """Each phase of the season forecast by its mean over the last ``cycles`` seasons: seasonal
+    naive with the noise of a single (possibly bursty) day averaged out."""
+
+    def __init__(self, period: int, cycles: int = 7) -> None:
+        self.period, self.cycles = period, cycles
+        self.name = f"smean{period}x{cycles}"
+        self.min_length = 2 * period
+
+    def fit(self, y: F64) -> Fitted:
+        y = self._require(y)
+        m = self.period
+        c = min(self.cycles, y.shape[0] // m)
+        profile = y[-c * m :].reshape(c, m).mean(axis=0)
+        resid = np.full(y.shape[0], np.nan)
+        if y.shape[0] > c * m:
+            past = np.mean([y[c * m - j * m : y.shape[0] - j * m] for j in range(1, c + 1)], axis=0)
+            resid[c * m :] = y[c * m :] - past
+        steps = np.arange(self.max_h)
+        return _Fitted(profile[steps % m], np.full(self.max_h, _sigma(resid)), resid)
+
+
+class Drift(_Baseline):
+    name = "drift"
+    min_length = 2
+
+    def fit(self, y: F64) -> Fitted:
+        y = self._require(y)
+        n = y.shape[0]
+        slope = (y[-1] - y[0]) / (n - 1)
+        resid = np.concatenate([[np.nan], np.diff(y) - slope])
+        steps = np.arange(1, self.max_h + 1, dtype=np.float64)
+        sd = _sigma(resid) * np.sqrt(steps * (1.0 + steps / n))
+        return _Fitted(y[-1] + slope * steps, sd, resid)
+
+
+class LinearTrend(_Baseline):
+    """Least-squares line over the last ``window`` points, extrapolated (Prometheus's
+    ``predict_linear``); a comparison point for benchmarks, not a candidate."""
+
+    def __init__(self, window: int = 6) -> None:
+        self.window = window
+        self.name = f"linear{window}"
+        self.min_length = 2
+
+    def fit(self, y: F64) -> Fitted:
+        y = self._require(y)
+        tail = y[-self.window :]
+        x = np.arange(tail.shape[0], dtype=np.float64)
+        slope, intercept = np.polyfit(x, tail, 1)
+        resid = tail - (intercept + slope * x)
+        steps = np.arange(1, self.max_h + 1, dtype=np.float64)
+        mean = intercept + slope * (x[-1] + steps)
+        return _Fitted(mean, _sigma(resid) * np.sqrt(steps), resid)
+
+
+@dataclass(frozen=True)
+class _TransformedFit:
+    inner: Fitted
+    transform: Transform
+
+    @property
+    def info(self) -> FitInfo:
+        return self.inner.info
+
+    @property
+    def residuals(self) -> F64:
+        return self.inner.residuals
+
+    def predict(self, h: int, levels: Sequence[int] = LEVELS) -> Prediction:
+        return self.transform.inverse_prediction(self.inner.predict(h, levels))
+
+
+class LogScale:
+    """Fit ``inner`` on ``log(y + c)`` (see :class:`forecast.clean.Transform`)."""
+
+    def __init__(self, inner: Forecaster, fraction: float = 0.05) -> None:
+        self.inner = inner
+        self.fraction = fraction
+
+    @property
+    def name(self) -> str:
+        return f"{self.inner.name}[log]"
+
+    @property
+    def min_length(self) -> int:
+        return self.inner.min_length
+
+    def fit(self, y: F64) -> Fitted:
+        y = regular(y)
+        transform = Transform.log_for(y, self.fraction)
+        return _TransformedFit(self.inner.fit(transform.forward(y)), transform)
+
+
+class Clipped:
+    """Any forecaster with its prediction clipped at zero (raw-scale models of spend/tokens)."""
+
+    def __init__(self, inner: Forecaster) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def min_length(self) -> int:
+        return self.inner.min_length
+
+    def fit(self, y: F64) -> Fitted:
+        return _TransformedFit(self.inner.fit(y), Transform())

@@ -1,0 +1,137 @@
+"""Turning a raw hourly series into something every model can fit, and scale transforms.
+
+Cleaning (:func:`clean`) -- what real cost series throw at us:
+
+* non-finite values and **negative values are treated as missing**: spend and token counts are
+  increases of counters, so a negative hour can only come from a counter reset that was not
+  corrected upstream; it is dropped (flag ``negative_dropped``) rather than forecast;
+* leading missing hours are trimmed (the series did not exist yet);
+* gaps are filled so that ETS and friends (which take no NaN) can run: short gaps (<= 2 steps)
+  linearly, longer ones from the same hour one season earlier, else linearly; flag
+  ``gaps_filled``. Backtests score only hours that were really observed (``observed`` mask).
+
+Transforms (:class:`Transform`) -- ``log`` fits models to ``log(y + c)`` with ``c`` a small
+fraction of the series' typical level, so zeros are allowed and the seasonal swing may scale
+with the level. Quantiles map exactly through the monotone inverse ``exp(z) - c``; the point
+forecast becomes the back-transformed centre, i.e. the *median* (the mean would need a variance
+correction that grows with the horizon and is unstable on bursty series; the median is also
+what absolute-error scores such as WAPE reward). Every result is clipped at zero, so a forecast
+of spend or tokens is never negative.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from forecast.types import F64, FitError, Prediction
+
+BoolArray = npt.NDArray[np.bool_]
+
+SHORT_GAP = 2
+
+
+@dataclass(frozen=True)
+class Cleaned:
+    y: F64  # finite, >= 0, gaps filled, leading gap trimmed
+    observed: BoolArray  # True where ``y`` is a real observation
+    flags: tuple[str, ...]
+    trimmed: int  # leading steps dropped from the input
+
+    @property
+    def n(self) -> int:
+        return int(self.y.shape[0])
+
+
+def clean(raw: npt.ArrayLike, season: int = 24) -> Cleaned:
+    y = np.array(raw, dtype=np.float64, copy=True).reshape(-1)
+    flags: list[str] = []
+    y[~np.isfinite(y)] = np.nan
+    negative = y < 0
+    if negative.any():
+        flags.append("negative_dropped")
+        y[negative] = np.nan
+    valid = ~np.isnan(y)
+    if not valid.any():
+        return Cleaned(np.empty(0), np.zeros(0, dtype=np.bool_), (*flags, "no_data"), int(y.shape[0]))
+    first = int(np.argmax(valid))
+    y, valid = y[first:], valid[first:]
+    if not valid.all():
+        flags.append("gaps_filled")
+        if not valid[-1]:
+            flags.append("trailing_gap")
+        y = fill_gaps(y, season)
+    return Cleaned(y, valid, tuple(flags), first)
+
+
+def regular(y: F64, season: int = 24) -> F64:
+    """What every model's ``fit`` does first: NaN gaps filled (:func:`fill_gaps`), leading
+    ones trimmed; a series with no value at all is refused."""
+    y = np.asarray(y, dtype=np.float64)
+    missing = ~np.isfinite(y)
+    if not missing.any():
+        return y
+    if missing.all():
+        raise FitError("no observed values")
+    y = np.where(missing, np.nan, y)[int(np.argmax(~missing)) :]
+    return fill_gaps(y, season)
+
+
+def fill_gaps(y: F64, season: int) -> F64:
+    """Fill NaN runs: short ones linearly, long ones from one season earlier (else linearly)."""
+    out = y.copy()
+    missing = np.isnan(out)
+    idx = np.arange(out.shape[0])
+    linear = np.interp(idx, idx[~missing], out[~missing])  # flat beyond the ends
+    run_start = -1
+    for t in range(out.shape[0] + 1):
+        gap = t < out.shape[0] and missing[t]
+        if gap and run_start < 0:
+            run_start = t
+        elif not gap and run_start >= 0:
+            long_gap = t - run_start > SHORT_GAP
+            for k in range(run_start, t):
+                if long_gap and season > 0 and k >= season and not np.isnan(out[k - season]):
+                    out[k] = out[k - season]
+                else:
+                    out[k] = linear[k]
+            run_start = -1
+    return out
+
+
+@dataclass(frozen=True)
+class Transform:
+    kind: Literal["none", "log"] = "none"
+    offset: float = 0.0
+
+    @property
+    def suffix(self) -> str:
+        return "" if self.kind == "none" else f"[{self.kind}]"
+
+    @staticmethod
+    def log_for(y: F64, fraction: float = 0.05) -> Transform:
+        """``log(y + c)`` with ``c = fraction x mean`` of the series (tiny floor for all-zero)."""
+        level = float(np.mean(y)) if y.size else 0.0
+        return Transform("log", max(fraction * level, 1e-9))
+
+    def forward(self, y: F64) -> F64:
+        if self.kind == "none":
+            return y
+        return np.log(np.maximum(y, 0.0) + self.offset)
+
+    def inverse(self, z: F64) -> F64:
+        if self.kind == "none":
+            return z
+        # Guard exp overflow on a runaway forecast: 700 ~ 1e304.
+        return np.exp(np.minimum(z, 700.0)) - self.offset
+
+    def inverse_prediction(self, p: Prediction) -> Prediction:
+        """Back to the original scale and clipped at zero (quantiles map exactly)."""
+        return Prediction(
+            self.inverse(p.mean),
+            {k: self.inverse(v) for k, v in p.lower.items()},
+            {k: self.inverse(v) for k, v in p.upper.items()},
+        ).clipped(0.0)

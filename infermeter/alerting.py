@@ -27,6 +27,7 @@ from alerts.state_store import AlertStateStore
 from cost.compute import CostCalculator
 from cost.ledger import CostLedger
 from cost.prices import PriceBook
+from infermeter.forecasting import ForecastJob, build_forecasting
 from infermeter.settings import Settings, parse_duration_ms
 from store.clock import Clock
 from store.reader import Reader
@@ -91,11 +92,14 @@ class Alerting:
     book: PriceBook
     cost_interval_ms: int
     clock: Clock
+    forecasting: ForecastJob | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def start(self) -> None:
         self.rules.start()
+        if self.forecasting is not None:
+            self.forecasting.start()
         self._stop.clear()
         self._thread = threading.Thread(target=self._cost_loop, name="cost", daemon=True)
         self._thread.start()
@@ -103,6 +107,8 @@ class Alerting:
     def stop(self) -> None:
         self._stop.set()
         self.rules.stop()
+        if self.forecasting is not None:
+            self.forecasting.stop()
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
@@ -116,9 +122,17 @@ class Alerting:
             if self._stop.wait(max(0.0, (wake - now) / 1000)):
                 return
             try:
-                self.ledger.tick()
+                self.tick()
             except Exception:  # a failed tick is retried next interval; the loop lives on
                 log.exception("cost tick failed")
+
+    def tick(self) -> None:
+        """Price the hour in progress, write the live cost series and the forecast gauges."""
+        samples = self.ledger.tick()
+        if self.forecasting is not None and samples:
+            extra = self.forecasting.samples(samples[0].ts_ms)
+            if extra and self.ledger.append is not None:
+                self.ledger.append(SampleBatch.from_samples(extra))
 
 
 def build_alerting(
@@ -153,4 +167,5 @@ def build_alerting(
     )
     book = PriceBook(settings.cost)
     ledger = CostLedger(engine, CostCalculator(reader, book, socket.gethostname()), book, clock, store.append)
-    return Alerting(rules, ledger, advisor, state_store, book, parse_duration_ms(settings.cost.interval), clock)
+    forecasting = build_forecasting(engine, ledger, settings.cost.budgets, clock, settings.alerts.thresholds.cost_over_budget_ratio)
+    return Alerting(rules, ledger, advisor, state_store, book, parse_duration_ms(settings.cost.interval), clock, forecasting)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from alerts.rulefile import RuleFileError, load_rule_file
 from infermeter.config_file import ConfigError, load_settings
 from infermeter.settings import parse_duration_ms
+
+if TYPE_CHECKING:
+    from forecast.service import ForecastService
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -184,6 +187,34 @@ def cmd_cost_recompute(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
         engine.dispose()
     print(f"re-priced {hours} hour(s) since {_when(since)}: {total:.2f} {settings.cost.currency} in total", file=out)
     return EXIT_OK
+
+
+def forecast_service(args: argparse.Namespace) -> ForecastService:
+    """The forecast service over the configured store (for `infermeter forecast`)."""
+    import socket
+
+    from cost.compute import CostCalculator
+    from cost.ledger import CostLedger
+    from cost.prices import PriceBook
+    from forecast.ids import QUANTITIES, SeriesId
+    from infermeter import db
+    from infermeter.forecasting import LedgerHistory
+    from store.clock import SystemClock
+    from store.engine import create_store_engine
+    from store.reader import Reader
+    from store.tsdb import TimeSeriesStore
+
+    settings, _ = load_settings(args.config)
+    engine = create_store_engine(settings.store.url)
+    if not db.is_at_head(engine):
+        raise ValueError("the database schema is not at head: run `infermeter db upgrade`")
+    clock = SystemClock()
+    store = TimeSeriesStore(engine, clock, settings.store.options(), read_only=True)
+    store.open()
+    book = PriceBook(settings.cost)
+    ledger = CostLedger(engine, CostCalculator(Reader(store), book, socket.gethostname()), book, clock)
+    fleet = [SeriesId(q, "fleet") for q in QUANTITIES]
+    return ForecastService(LedgerHistory(ledger), engine, clock, series=fleet)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -15,9 +15,11 @@ from starlette.concurrency import run_in_threadpool
 
 from alerts.notify.api import silences_router
 from alerts.notify.service import Notifier
+from forecast.api import forecast_router
 from infermeter.api import routes_alerts, routes_cost, routes_read, routes_write
 from infermeter.api.deps import WriterDep, require_writer
 from infermeter.api.params import BadParam
+from infermeter.forecasting import ForecastJob
 from infermeter.runtime import Runtime
 
 
@@ -101,7 +103,14 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
     app.include_router(routes_alerts.router)
     app.include_router(routes_cost.router)
     app.include_router(silences_router(lambda: _notifier(runtime).silences, require_writer))
+    app.include_router(forecast_router(lambda: _forecasting(runtime).service))
     return app
+
+
+def _forecasting(runtime: Runtime) -> ForecastJob:
+    if runtime.alerting is None or runtime.alerting.forecasting is None:
+        raise HTTPException(503, "forecasting is not running")
+    return runtime.alerting.forecasting
 
 
 def _notifier(runtime: Runtime) -> Notifier:

@@ -13,8 +13,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# torch is pinned to the CPU build that pip finds locally; a loose requirement would pull a
+# multi-GB CUDA build. On a GPU machine, install a CUDA torch into .venv first (README).
+TORCH ?= torch==2.13.0
+
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install --quiet "$(TORCH)"
+	$(BIN)/pip install --quiet -e ".[dev,worker]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -26,7 +31,7 @@ run: $(STAMP)
 test: $(STAMP)
 	scripts/ensure-postgres.sh
 	scripts/ensure-test-tools.sh
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	OPENBLAS_NUM_THREADS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -1,0 +1,103 @@
+"""The memory planner (seed 004 §4.2, troubleshooting row 1) and the node count (seed 000 §3.1)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+
+import pytest
+
+from worker.cli import register
+from worker.config import WorkerConfig
+from worker.planner import GIB, find_gpu, plan_capacity, plan_memory
+from worker.shapes import REFERENCE_SHAPES
+
+SEVEN_B = REFERENCE_SHAPES["ref-7b"]
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(list(argv))
+    out, err = io.StringIO(), io.StringIO()
+    code = args.func(args, out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_seven_b_in_16_bit_is_about_14_gb_plus_a_linear_kv_cache() -> None:
+    gpu = find_gpu("H100 80GB")
+    plan = plan_memory(SEVEN_B, precision="bf16", tensor_parallel_size=1, max_context_length=8192, max_batch_size=32,
+                       device=gpu.name, total_bytes=gpu.memory_bytes)
+    assert 13.9e9 < plan.weight_bytes < 14.0e9  # "70亿参数的模型以16位浮点加载约需14GB"
+    # 2 x layers x kv_heads x head_dim x bytes x context x batch
+    assert plan.kv_bytes == 2 * 32 * 8 * 128 * 2 * 8192 * 32
+    assert plan.fits and not plan.suggestions
+    half = plan_memory(SEVEN_B, precision="bf16", tensor_parallel_size=1, max_context_length=4096, max_batch_size=32,
+                       device=gpu.name, total_bytes=gpu.memory_bytes)
+    assert half.kv_bytes * 2 == plan.kv_bytes  # linear in context
+
+
+def test_a_config_that_does_not_fit_gets_fixes_that_fit() -> None:
+    gpu = find_gpu("L4")
+    kwargs = {"tensor_parallel_size": 1, "device": gpu.name, "total_bytes": gpu.memory_bytes}
+    plan = plan_memory(SEVEN_B, precision="bf16", max_context_length=8192, max_batch_size=32, **kwargs)  # type: ignore[arg-type]
+    assert not plan.fits
+    fixes = {s.field: s.value for s in plan.suggestions}
+    assert set(fixes) >= {"max_batch_size", "max_context_length", "tensor_parallel_size"}
+    assert plan_memory(SEVEN_B, precision="bf16", max_context_length=8192, max_batch_size=int(fixes["max_batch_size"]),
+                       **kwargs).fits  # type: ignore[arg-type]
+    assert not plan_memory(SEVEN_B, precision="bf16", max_context_length=8192,
+                           max_batch_size=int(fixes["max_batch_size"]) + 1, **kwargs).fits  # type: ignore[arg-type]
+    assert plan_memory(SEVEN_B, precision="bf16", max_context_length=int(fixes["max_context_length"]),
+                       max_batch_size=32, **kwargs).fits  # type: ignore[arg-type]
+    assert "max_batch_size: " in plan.refusal() and "does not fit" in plan.refusal()
+    # weights alone too big: only precision or parallelism can help
+    tiny = plan_memory(SEVEN_B, precision="fp32", max_context_length=512, max_batch_size=1, tensor_parallel_size=1,
+                       device="16 GiB", total_bytes=16 * GIB)
+    assert {s.field for s in tiny.suggestions} == {"precision", "tensor_parallel_size"}
+    assert next(s.value for s in tiny.suggestions if s.field == "precision") == "bf16"
+
+
+def test_node_count_for_a_peak_load() -> None:
+    gpu = find_gpu("h100-80gb")
+    cap = plan_capacity(SEVEN_B, precision="bf16", tensor_parallel_size=1, batch=32, gpu=gpu, peak_qps=50)
+    assert cap.replicas_per_node == 8
+    assert cap.nodes == max(1, -(-50 // cap.node_rps)) == 1
+    assert plan_capacity(SEVEN_B, precision="bf16", tensor_parallel_size=1, batch=32, gpu=gpu,
+                         peak_qps=cap.node_rps * 3.5).nodes == 4
+    tp2 = plan_capacity(SEVEN_B, precision="bf16", tensor_parallel_size=2, batch=32, gpu=gpu, peak_qps=50)
+    assert tp2.replicas_per_node == 4 and tp2.step_s < cap.step_s
+
+
+def test_plan_command_prints_the_arithmetic_and_nodes() -> None:
+    code, out, _ = run_cli("plan", "--model", "ref-7b", "--precision", "bf16", "--gpu", "H100 80GB", "--peak-qps", "50")
+    assert code == 0
+    assert "weights  = 6,981,709,824 params x 2 B = 13.00 GiB" in out
+    assert "KV cache = 2 x layers x kv_heads x head_dim x 2 B = 128.0 KiB/token x context 8192 x batch 32" in out
+    assert "-> fits" in out and "nodes = ceil(peak 50 req/s" in out
+    code, out, _ = run_cli("plan", "--model", "ref-7b", "--gpu", "L4 24GB")
+    assert code == 1 and "DOES NOT FIT" in out and "max_batch_size: 7" in out
+    code, _, err = run_cli("plan", "--model", "ref-9000", "--gpu", "L4")
+    assert code == 2 and "ref-9000" in err
+
+
+def test_worker_refuses_a_config_that_does_not_fit_this_host(model_dir: object) -> None:
+    from worker.runtime import WorkerRuntime
+
+    config = WorkerConfig(model_path="ref-small", max_context_length=1_048_576, max_batch_size=4096,
+                          model_dir=str(model_dir))
+    failures: list[str] = []
+    runtime = WorkerRuntime(config, lambda events: None, on_failed=failures.append)
+    runtime.load()
+    assert runtime.state == "failed"
+    assert failures and failures[0] == runtime.error
+    assert "does not fit" in runtime.error and "max_batch_size: " in runtime.error
+    assert "max_context_length: " in runtime.error
+
+
+@pytest.mark.parametrize("name", ["H100", "A100 40GB", "l40s", "MI300X"])
+def test_gpu_catalogue_lookup(name: str) -> None:
+    assert find_gpu(name).memory_bytes > 20 * GIB
+    with pytest.raises(ValueError, match="unknown GPU"):
+        find_gpu("Voodoo 2")

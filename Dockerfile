@@ -1,4 +1,16 @@
+# infermeter (and, with the `worker` extra, the reference worker): one image for both services
+# of docker-compose.yml. EXTRAS picks the optional dependencies of pyproject.toml.
 FROM python:3.11-slim
+
+ARG EXTRAS=""
+# pip reads these from the environment: set them for a private mirror or a CPU-only torch index.
+ARG PIP_INDEX_URL
+ARG PIP_EXTRA_INDEX_URL
+
+ENV PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY store store
@@ -11,6 +23,13 @@ COPY reports reports
 COPY worker worker
 COPY infermeter infermeter
 COPY migrations migrations
-RUN pip install --no-cache-dir .
-EXPOSE 8000
+RUN pip install ".${EXTRAS:+[$EXTRAS]}"
+
+# Run unprivileged; ./data (SQLite default, worker weights) belongs to that user.
+RUN useradd --system --uid 10001 --home-dir /app infermeter \
+    && mkdir -p /app/data/models \
+    && chown -R infermeter /app/data
+USER infermeter
+
+EXPOSE 8000 8080
 CMD ["infermeter", "up", "--host", "0.0.0.0"]

@@ -36,7 +36,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 typecheck: $(STAMP)
-	$(BIN)/mypy store infermeter collector alerts cost
+	$(BIN)/mypy store infermeter collector alerts cost forecast reports
 
 bench: $(STAMP)
 	scripts/ensure-postgres.sh

@@ -175,6 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
     from forecast import cli as forecast_cli
 
     forecast_cli.register(sub, cli_rules.forecast_service)
+    from worker import cli as worker_cli
+
+    worker_cli.register(sub)
+    from reports import cli as report_cli
+
+    report_cli.register(sub, forecast=cli_rules.stored_spend_forecast)  # type: ignore[arg-type]
     return parser
 
 

@@ -217,6 +217,18 @@ def forecast_service(args: argparse.Namespace) -> ForecastService:
     return ForecastService(LedgerHistory(ledger), engine, clock, series=fleet)
 
 
+def stored_spend_forecast(engine: object, settings: object, now_ms: int) -> object:
+    """For `infermeter report`: the stored fleet spend forecast, cut to a window."""
+    from forecast.ids import SeriesId
+    from forecast.repository import ForecastRepository
+    from reports.forecast import rest_of_period
+
+    latest = ForecastRepository(engine).latest(SeriesId("spend"))  # type: ignore[arg-type]
+    if latest is None:
+        return None
+    return lambda lo, hi: rest_of_period(latest, lo, hi)
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     rules = sub.add_parser("rules", help="alerting rules: check, test, backtest, export for Prometheus")
     rsub = rules.add_subparsers(dest="rules_command", required=True)

@@ -34,6 +34,7 @@ from store.clock import Clock, SystemClock
 from store.engine import create_store_engine
 from store.reader import Reader
 from store.tsdb import TimeSeriesStore
+from worker.child import EmbeddedWorker
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,7 @@ class Runtime:
     telemetry: Telemetry | None = None
     alerting: Alerting | None = None
     notifier: Notifier | None = None
+    worker: EmbeddedWorker | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -102,12 +104,16 @@ class Runtime:
 
     # -- collectors (async: they live on the server's event loop) -----------------------------
     async def start_collectors(self) -> None:
+        if self.worker is not None:
+            await self.worker.start()  # returns at once; the worker loads in the background
         if self.scrapes is not None:
             await self.scrapes.apply(target_specs(self.settings))
 
     async def stop_collectors(self) -> None:
         if self.scrapes is not None:
             await self.scrapes.stop()
+        if self.worker is not None:
+            await self.worker.stop()
 
     async def reload(self) -> list[str]:
         """Re-read the config file and apply its scrape targets; problems leave everything as is."""
@@ -197,6 +203,8 @@ def build_runtime(
         scrapes=scrapes,
         telemetry=telemetry,
     )
+    if settings.worker.embedded:
+        runtime.worker = EmbeddedWorker(settings.worker)
     # The notifier reads its outbox and groups from the database: built after the migration.
     runtime.notifier = Notifier(settings.notify, engine, clock, registry, random.Random())
     runtime.alerting = build_alerting(

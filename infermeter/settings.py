@@ -19,6 +19,7 @@ from alerts.scaling import ScalePolicy
 from cost.prices import CostSettings
 from store.options import StoreOptions
 from store.types import LABEL_NAME_RE
+from worker.config import WorkerConfig
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w|y)\s*$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000, "y": 31_536_000_000}
@@ -227,3 +228,6 @@ class Settings(_Strict):
     alerts: AlertSettings = AlertSettings()
     cost: CostSettings = CostSettings()
     notify: NotifyConfig = NotifyConfig()
+    # The reference worker (seed 004's fields); `infermeter up` runs it as a child unless
+    # worker.embedded is false, and scrapes it as a vLLM server.
+    worker: WorkerConfig = WorkerConfig()

@@ -61,6 +61,20 @@ def target_specs(settings: Settings, host: str | None = None) -> list[TargetSpec
     if nccl.paths:
         options = {"paths": json.dumps(nccl.paths), "state_file": nccl.state_file}
         specs.append(_local("nccl", f"file://{host}/nccl", host, nccl.interval, "nccl", options))
+    if settings.worker.embedded:
+        worker = settings.worker
+        specs.append(
+            TargetSpec(
+                job="infermeter-worker",
+                url=worker.url() + "/metrics",
+                instance=urlsplit(worker.url()).netloc,
+                interval_s=settings.scrape.interval / 1000,
+                timeout_s=settings.scrape.timeout / 1000,
+                body_limit=settings.scrape.body_limit,
+                series_limit=settings.scrape.series_limit,
+                options=(("engine", "vllm"),),
+            )
+        )
     if gpu.nvml != "off":
         options = {"per_call_timeout_s": str(gpu.per_call_timeout / 1000)}
         specs.append(_local("gpu", f"nvml://{host}", host, gpu.interval, "nvml", options))

@@ -26,8 +26,16 @@ def free_port() -> int:
 
 @contextmanager
 def serve(
-    settings: Settings, clock: Clock | None = None, config_path: str | None = None, nvml_module: object = None
+    settings: Settings,
+    clock: Clock | None = None,
+    config_path: str | None = None,
+    nvml_module: object = None,
+    embedded_worker: bool = False,
 ) -> Iterator[tuple[str, Runtime]]:
+    """``embedded_worker``: keep the reference worker child (off by default: most tests test
+    other parts and a torch process per test would cost seconds of CPU each)."""
+    if not embedded_worker:
+        settings = settings.model_copy(update={"worker": settings.worker.model_copy(update={"embedded": False})})
     runtime = build_runtime(settings, clock, config_path=config_path, nvml_module=nvml_module)
     port = free_port()
     config = uvicorn.Config(create_app(runtime), host="127.0.0.1", port=port, log_level="warning", lifespan="on")

@@ -16,7 +16,7 @@ from starlette.concurrency import run_in_threadpool
 from alerts.notify.api import silences_router
 from alerts.notify.service import Notifier
 from forecast.api import forecast_router
-from infermeter.api import routes_alerts, routes_cost, routes_read, routes_write
+from infermeter.api import routes_alerts, routes_cost, routes_read, routes_reports, routes_write
 from infermeter.api.deps import WriterDep, require_writer
 from infermeter.api.params import BadParam
 from infermeter.forecasting import ForecastJob
@@ -104,6 +104,7 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
     app.include_router(routes_cost.router)
     app.include_router(silences_router(lambda: _notifier(runtime).silences, require_writer))
     app.include_router(forecast_router(lambda: _forecasting(runtime).service))
+    app.include_router(routes_reports.router())
     return app
 
 

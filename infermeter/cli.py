@@ -1,4 +1,4 @@
-"""``infermeter`` command line: up, db upgrade, check-config, query, rules, cost."""
+"""``infermeter`` command line: up, worker, check-config, db upgrade, query, load, plan, rules, cost, forecast, report."""
 
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ from infermeter.runtime import Runtime
 router = APIRouter(prefix="/api/v1", tags=["cost"])
 SPEND_DIMENSIONS = ("model", "node", "gpu", "gpu_model", "purchase_class", "tenant", "component")
 TOKEN_DIMENSIONS = ("model", "node", "tenant")
+PER_TOKEN_DIMENSIONS = (*TOKEN_DIMENSIONS, "gpu")
 
 
 def _ledger(runtime: Runtime) -> CostLedger:
@@ -56,11 +57,14 @@ async def cost(runtime: RuntimeDep, _auth: ReaderDep, start: str | None = None, 
 
 @router.get("/cost/per_token")
 async def cost_per_token(runtime: RuntimeDep, _auth: ReaderDep, start: str | None = None, end: str | None = None, by: str | None = None) -> dict[str, Any]:
-    """Cost per 1M generated tokens and per 1M total (prompt + generated) tokens, by model, node
-    or tenant (or for the fleet)."""
-    dims = _dims(by, TOKEN_DIMENSIONS)
+    """Cost per 1M generated tokens and per 1M total (prompt + generated) tokens, by model, node,
+    tenant or gpu (or for the fleet). Per GPU, a node's tokens of a model are shared equally
+    among the GPUs serving that model there."""
+    dims = _dims(by, PER_TOKEN_DIMENSIONS)
     start_ms, end_ms = _window(runtime, start, end)
     ledger = _ledger(runtime)
+    if "gpu" in dims:
+        return {"status": "success", "data": {"by": dims, "rows": await run_in_threadpool(_per_gpu, ledger, start_ms, end_ms)}}
     spend = await run_in_threadpool(ledger.spend, start_ms, end_ms, dims)
     tokens = await run_in_threadpool(ledger.tokens, start_ms, end_ms, dims)
     def key(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -77,6 +81,26 @@ async def cost_per_token(runtime: RuntimeDep, _auth: ReaderDep, start: str | Non
                      "dollars_per_million_generated": dollars / gen * 1e6 if gen else None,
                      "dollars_per_million_total": dollars / total * 1e6 if total else None})
     return {"status": "success", "data": {"by": dims, "rows": rows}}
+
+
+def _per_gpu(ledger: CostLedger, start_ms: int, end_ms: int) -> list[dict[str, Any]]:
+    spend = [r for r in ledger.spend(start_ms, end_ms, ["node", "gpu", "model"]) if r["gpu"]]
+    tokens = {(t["node"], t["model"]): t for t in ledger.tokens(start_ms, end_ms, ["node", "model"])}
+    gpus_serving: dict[tuple[str, str], int] = {}
+    for r in spend:
+        gpus_serving[(r["node"], r["model"])] = gpus_serving.get((r["node"], r["model"]), 0) + 1
+    rows = []
+    for r in spend:
+        t = tokens.get((r["node"], r["model"]), {})
+        share = 1 / gpus_serving[(r["node"], r["model"])]
+        gen = float(t.get("generated_tokens") or 0) * share
+        total = gen + float(t.get("prompt_tokens") or 0) * share
+        dollars = float(r["dollars"] or 0)
+        rows.append({"node": r["node"], "gpu": r["gpu"], "model": r["model"], "dollars": dollars,
+                     "generated_tokens": gen, "total_tokens": total,
+                     "dollars_per_million_generated": dollars / gen * 1e6 if gen else None,
+                     "dollars_per_million_total": dollars / total * 1e6 if total else None})
+    return rows
 
 
 @router.get("/budgets")

@@ -89,6 +89,10 @@ def test_cost_endpoints_and_recompute_auth(service: tuple[str, ManualClock, Runt
     gpu_rows = [r for r in data["rows"] if r["component"] == "gpu"]
     # two GPUs, 10 observed minutes (the tick prices up to the last whole minute) at $3/h
     assert sum(r["dollars"] for r in gpu_rows) == pytest.approx(2 * 10 / 60 * 3.0, rel=0.02)
+    per_gpu = httpx.get(f"{base}/api/v1/cost/per_token", params={"by": "gpu", "start": str(T0 / 1000)}).json()["data"]
+    assert sorted(r["gpu"] for r in per_gpu["rows"]) == ["0", "1"]
+    assert all(r["dollars"] > 0 for r in per_gpu["rows"])  # no tokens here: cost per token is None
+    assert all(r["dollars_per_million_generated"] is None for r in per_gpu["rows"])
     budgets = httpx.get(f"{base}/api/v1/budgets").json()["data"]
     assert budgets[0]["spend_dollars"] == pytest.approx(data["total_dollars"], rel=1e-6)
     assert httpx.get(f"{base}/api/v1/cost", params={"by": "colour"}).status_code == 400

@@ -28,8 +28,9 @@ from cost.compute import CostCalculator
 from cost.ledger import CostLedger
 from cost.prices import PriceBook
 from infermeter.forecasting import ForecastJob, build_forecasting
-from infermeter.settings import Settings, parse_duration_ms
+from infermeter.settings import Settings
 from store.clock import Clock
+from store.durations import parse_duration_ms
 from store.reader import Reader
 from store.series_index import Matcher, Selector
 from store.tsdb import TimeSeriesStore

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from infermeter.config_file import ConfigError, load_settings
-from infermeter.settings import Settings, format_duration, parse_duration_ms
+from infermeter.settings import Settings
+from store.durations import format_duration, parse_duration_ms
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -77,12 +78,10 @@ def cmd_up(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def cmd_query(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from infermeter import db
+    from infermeter.cli_store import SchemaBehind, read_only_store
     from store.clock import SystemClock
-    from store.engine import create_store_engine
     from store.reader import RangeQuery, Reader
     from store.series_index import Matcher, Selector
-    from store.tsdb import TimeSeriesStore
 
     settings = _settings_or_exit(args.config, err)
     if settings is None:
@@ -94,23 +93,19 @@ def cmd_query(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
-    engine = create_store_engine(settings.store.url)
+    clock = SystemClock()
     try:
-        if not db.is_at_head(engine):
-            print("error: the database schema is not at head: run `infermeter db upgrade`", file=err)
-            return EXIT_INVALID
-        clock = SystemClock()
-        store = TimeSeriesStore(engine, clock, settings.store.options(), read_only=True)
-        store.open()
-        now = clock.now_ms()
-        by = tuple(x for x in args.by.split(",") if x) if args.by else None
-        query = RangeQuery(Selector(args.metric, matchers), now - since, now, step, args.fn, by, args.agg)
-        results = Reader(store).range(query)
+        with read_only_store(settings, clock) as store:
+            now = clock.now_ms()
+            by = tuple(x for x in args.by.split(",") if x) if args.by else None
+            query = RangeQuery(Selector(args.metric, matchers), now - since, now, step, args.fn, by, args.agg)
+            results = Reader(store).range(query)
+    except SchemaBehind as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_INVALID
     except ValueError as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
-    finally:
-        engine.dispose()
     if not results:
         print(f"no series match {args.metric}{{{', '.join(args.match)}}} in the last {args.since}", file=err)
         return EXIT_OK

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from alerts.rulefile import RuleFileError, load_rule_file
+from infermeter.cli_store import SchemaBehind, ledger_for, open_read_only, read_only_store
 from infermeter.config_file import ConfigError, load_settings
-from infermeter.settings import parse_duration_ms
+from store.durations import parse_duration_ms
 
 if TYPE_CHECKING:
     from forecast.service import ForecastService
@@ -96,12 +97,9 @@ def cmd_backtest(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from alerts.engine import RuleEngine
     from alerts.expr.sources import StoreSource
     from alerts.state import Transition
-    from infermeter import db
     from infermeter.alerting import load_rule_groups
     from store.clock import ManualClock, SystemClock
-    from store.engine import create_store_engine
     from store.reader import Reader
-    from store.tsdb import TimeSeriesStore
 
     try:
         settings, _ = load_settings(args.config)
@@ -116,13 +114,12 @@ def cmd_backtest(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
-    engine = create_store_engine(settings.store.url)
     try:
-        if not db.is_at_head(engine):
-            print("error: the database schema is not at head: run `infermeter db upgrade`", file=err)
-            return EXIT_INVALID
-        store = TimeSeriesStore(engine, SystemClock(), settings.store.options(), read_only=True)
-        store.open()
+        store = open_read_only(settings, SystemClock())
+    except SchemaBehind as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_INVALID
+    try:
         now = store.clock.now_ms()
         start = (now - since) // step * step
         clock = ManualClock(start)
@@ -135,7 +132,7 @@ def cmd_backtest(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 transitions.extend((group.name, tr) for tr in rules.evaluate_group(group, t))
             t += step
     finally:
-        engine.dispose()
+        store.engine.dispose()
     fired = [(g, tr) for g, tr in transitions if tr.to_state in ("firing", "resolved")]
     print(f"# rules replayed over the last {args.since} every {args.step}: {len(fired)} firing/resolved transitions", file=out)
     for group_name, tr in fired:
@@ -148,17 +145,9 @@ def cmd_backtest(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def cmd_cost_recompute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    import socket
 
-    from cost.compute import CostCalculator
-    from cost.ledger import CostLedger
-    from cost.prices import PriceBook
-    from infermeter import db
     from infermeter.api.params import BadParam, parse_time_ms
     from store.clock import SystemClock
-    from store.engine import create_store_engine
-    from store.reader import Reader
-    from store.tsdb import TimeSeriesStore
 
     try:
         settings, _ = load_settings(args.config)
@@ -172,49 +161,34 @@ def cmd_cost_recompute(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
     except BadParam as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
-    engine = create_store_engine(settings.store.url)
     try:
-        if not db.is_at_head(engine):
-            print("error: the database schema is not at head: run `infermeter db upgrade`", file=err)
-            return EXIT_INVALID
-        store = TimeSeriesStore(engine, clock, settings.store.options(), read_only=True)
-        store.open()
-        book = PriceBook(settings.cost)
-        ledger = CostLedger(engine, CostCalculator(Reader(store), book, socket.gethostname()), book, clock)
-        hours = ledger.recompute(since)
-        total = sum(float(r["dollars"] or 0) for r in ledger.spend(since - since % 3_600_000, clock.now_ms() + 3_600_000))
-    finally:
-        engine.dispose()
+        with read_only_store(settings, clock) as store:
+            ledger = ledger_for(store, settings, clock)
+            hours = ledger.recompute(since)
+            total = sum(float(r["dollars"] or 0) for r in ledger.spend(since - since % 3_600_000, clock.now_ms() + 3_600_000))
+    except SchemaBehind as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_INVALID
     print(f"re-priced {hours} hour(s) since {_when(since)}: {total:.2f} {settings.cost.currency} in total", file=out)
     return EXIT_OK
 
 
 def forecast_service(args: argparse.Namespace) -> ForecastService:
     """The forecast service over the configured store (for `infermeter forecast`)."""
-    import socket
 
-    from cost.compute import CostCalculator
-    from cost.ledger import CostLedger
-    from cost.prices import PriceBook
     from forecast.ids import QUANTITIES, SeriesId
-    from infermeter import db
     from infermeter.forecasting import LedgerHistory
     from store.clock import SystemClock
-    from store.engine import create_store_engine
-    from store.reader import Reader
-    from store.tsdb import TimeSeriesStore
 
     settings, _ = load_settings(args.config)
-    engine = create_store_engine(settings.store.url)
-    if not db.is_at_head(engine):
-        raise ValueError("the database schema is not at head: run `infermeter db upgrade`")
     clock = SystemClock()
-    store = TimeSeriesStore(engine, clock, settings.store.options(), read_only=True)
-    store.open()
-    book = PriceBook(settings.cost)
-    ledger = CostLedger(engine, CostCalculator(Reader(store), book, socket.gethostname()), book, clock)
+    try:
+        store = open_read_only(settings, clock)
+    except SchemaBehind as exc:
+        raise ValueError(str(exc)) from None
+    ledger = ledger_for(store, settings, clock)
     fleet = [SeriesId(q, "fleet") for q in QUANTITIES]
-    return ForecastService(LedgerHistory(ledger), engine, clock, series=fleet)
+    return ForecastService(LedgerHistory(ledger), store.engine, clock, series=fleet)
 
 
 def stored_spend_forecast(engine: object, settings: object, now_ms: int) -> object:

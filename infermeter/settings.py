@@ -7,7 +7,6 @@ down; nothing reads settings from a global.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -17,43 +16,10 @@ from alerts.defaults import Thresholds
 from alerts.notify.config import NotifyConfig
 from alerts.scaling import ScalePolicy
 from cost.prices import CostSettings
+from store.durations import parse_duration_ms
 from store.options import StoreOptions
 from store.types import LABEL_NAME_RE
 from worker.config import WorkerConfig
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w|y)\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000, "y": 31_536_000_000}
-
-
-def parse_duration_ms(value: object) -> int:
-    """``"90s"`` -> 90000. Bare numbers are seconds (as in Prometheus's API)."""
-    if isinstance(value, bool):
-        raise ValueError("expected a duration like 15s, 5m, 2h or 7d")
-    if isinstance(value, (int, float)):
-        if value < 0:
-            raise ValueError("a duration must not be negative")
-        return int(round(value * 1000))
-    if isinstance(value, str):
-        total = 0
-        rest = value.strip()
-        # Compound forms like 1h30m are accepted, as Prometheus does.
-        parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)", rest)
-        if parts and "".join(n + u for n, u in parts) == rest.replace(" ", ""):
-            for number, unit in parts:
-                total += int(round(float(number) * _UNIT_MS[unit]))
-            return total
-        match = _DURATION.match(rest)
-        if match:
-            return int(round(float(match.group(1)) * _UNIT_MS[match.group(2)]))
-    raise ValueError(f"expected a duration like 15s, 5m, 2h or 7d, got {value!r}")
-
-
-def format_duration(ms: int) -> str:
-    for unit in ("d", "h", "m", "s"):
-        if ms and ms % _UNIT_MS[unit] == 0:
-            return f"{ms // _UNIT_MS[unit]}{unit}"
-    return f"{ms}ms"
-
 
 DurationMs = Annotated[int, BeforeValidator(parse_duration_ms)]
 

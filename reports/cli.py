@@ -12,7 +12,6 @@ forecasts exist; without one the report says "no forecast available".
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -42,10 +41,7 @@ def _write(content: bytes, target: str, out: TextIO, binary: bool) -> None:
 
 
 def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from cost.compute import CostCalculator
-    from cost.ledger import CostLedger
-    from cost.prices import PriceBook
-    from infermeter import db
+    from infermeter.cli_store import SchemaBehind, ledger_for, open_read_only
     from infermeter.config_file import ConfigError, load_settings
     from reports.anomalies import AlertHistoryAnomalies
     from reports.build import build_report
@@ -53,9 +49,6 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from reports.period import PeriodError, current_month, parse_period
     from reports.render import FormatUnavailable, render
     from store.clock import SystemClock
-    from store.engine import create_store_engine
-    from store.reader import Reader
-    from store.tsdb import TimeSeriesStore
 
     try:
         settings, _ = load_settings(args.config)
@@ -72,15 +65,14 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except PeriodError as exc:
         print(f"error: --period: {exc}", file=err)
         return EXIT_USAGE
-    engine = create_store_engine(settings.store.url)
     try:
-        if not db.is_at_head(engine):
-            print("error: the database schema is not at head: run `infermeter db upgrade`", file=err)
-            return EXIT_INVALID
-        store = TimeSeriesStore(engine, clock, settings.store.options(), read_only=True)
-        store.open()
-        book = PriceBook(settings.cost)
-        ledger = CostLedger(engine, CostCalculator(Reader(store), book, socket.gethostname()), book, clock)
+        store = open_read_only(settings, clock)
+    except SchemaBehind as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_INVALID
+    engine = store.engine
+    try:
+        ledger = ledger_for(store, settings, clock)
         now = clock.now_ms()
         factory: ForecastFactory | None = args.forecast_factory
         sources = ReportSources(ledger, settings.cost, now, AlertHistoryAnomalies(engine),

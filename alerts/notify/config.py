@@ -10,35 +10,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from typing import Annotated
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
 
 from alerts.notify.matchers import parse_matcher
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w|y)\s*$")
-_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000, "y": 31_536_000_000}
-
-
-def parse_duration_ms(value: object) -> int:
-    """``"90s"`` -> 90000; bare numbers are seconds. Same rules as ``infermeter.settings``."""
-    if isinstance(value, bool):
-        raise ValueError("expected a duration like 15s, 5m, 2h or 7d")
-    if isinstance(value, (int, float)):
-        if value < 0:
-            raise ValueError("a duration must not be negative")
-        return int(round(value * 1000))
-    if isinstance(value, str):
-        rest = value.strip()
-        parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)", rest)
-        if parts and "".join(n + u for n, u in parts) == rest.replace(" ", ""):
-            return sum(int(round(float(n) * _UNIT_MS[u])) for n, u in parts)
-        found = _DURATION.match(rest)
-        if found:
-            return int(round(float(found.group(1)) * _UNIT_MS[found.group(2)]))
-    raise ValueError(f"expected a duration like 15s, 5m, 2h or 7d, got {value!r}")
+from store.durations import parse_duration_ms
 
 
 def _check_matchers(values: tuple[str, ...]) -> tuple[str, ...]:

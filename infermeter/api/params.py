@@ -6,7 +6,7 @@ import math
 import re
 from datetime import datetime
 
-from infermeter.settings import parse_duration_ms
+from store.durations import parse_duration_ms
 
 _RELATIVE = re.compile(r"^now\s*(?:-\s*(.+))?$")
 

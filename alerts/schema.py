@@ -40,6 +40,9 @@ alert_events = sa.Table(
     sa.Column("from_state", sa.String(16), nullable=False),
     sa.Column("to_state", sa.String(16), nullable=False),
     sa.Column("value", sa.Float(), nullable=True),
+    # The annotations at the transition (runbook, the cost-spike checks): kept with the
+    # history so reports can show them long after the alert is gone.
+    sa.Column("annotations", sa.Text(), nullable=True),
     sa.PrimaryKeyConstraint("id", name="pk_alert_events"),
 )
 sa.Index("ix_alert_events_at", alert_events.c.at_ms)

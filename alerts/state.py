@@ -56,6 +56,7 @@ class Transition:
     to_state: str
     at_ms: int
     value: float
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -72,7 +73,9 @@ class RuleState:
         changes: list[Transition] = []
 
         def move(inst: AlertInstance, to: str) -> None:
-            changes.append(Transition(inst.fingerprint, dict(inst.labels), inst.state, to, now_ms, inst.value))
+            changes.append(
+                Transition(inst.fingerprint, dict(inst.labels), inst.state, to, now_ms, inst.value, dict(inst.annotations))
+            )
             inst.state = to
 
         seen: set[str] = set()

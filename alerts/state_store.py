@@ -62,6 +62,7 @@ class AlertStateStore:
                 "from_state": t.from_state,
                 "to_state": t.to_state,
                 "value": t.value if t.value == t.value else None,
+                "annotations": json.dumps(dict(t.annotations), sort_keys=True),
             }
             for t in transitions
         ]

@@ -3,11 +3,11 @@
 that the rules engine attached to it (``check_utilization``, ``check_request_mix``,
 ``check_autoscaling``).
 
-The history table (``alert_events``) keeps transitions with labels and value, not annotations.
-Annotations live with the alert's state row (``alert_state``, kept while it is pending, firing or
-recently resolved) and with the notification pipeline (``notify_alerts``, until it is notified
-resolved). An anomaly whose annotations are gone from both is reported with its value and times
-and a note saying the checks are no longer on record.
+The history table (``alert_events``) keeps each transition's annotations. Rows written before it
+did fall back to the alert's state row (``alert_state``, kept while it is pending, firing or
+recently resolved) and the notification pipeline (``notify_alerts``); an anomaly whose annotations
+are gone from all three is reported with its value and times and a note saying the checks are no
+longer on record.
 
 Reads tables only; imports the table definitions, not the rules engine.
 """
@@ -87,7 +87,9 @@ class AlertHistoryAnomalies:
         out = []
         for r in fired:
             labels = _loads(r.labels)
-            annotations = state.get((r.rule_key, r.fingerprint)) or pipeline.get(r.fingerprint) or {}
+            annotations = (
+                _loads(r.annotations) or state.get((r.rule_key, r.fingerprint)) or pipeline.get(r.fingerprint) or {}
+            )
             checks = {k: v for k, v in sorted(annotations.items()) if k.startswith("check_")}
             resolved = next((t for t in ends.get(r.fingerprint, []) if t > r.at_ms), None)
             out.append(Anomaly(

@@ -44,6 +44,7 @@ def upgrade() -> None:
         sa.Column("from_state", sa.String(16), nullable=False),
         sa.Column("to_state", sa.String(16), nullable=False),
         sa.Column("value", sa.Float(), nullable=True),
+        sa.Column("annotations", sa.Text(), nullable=True),
         sa.PrimaryKeyConstraint("id", name="pk_alert_events"),
     )
     op.create_index("ix_alert_events_at", "alert_events", ["at_ms"])

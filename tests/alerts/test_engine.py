@@ -79,9 +79,9 @@ def test_for_survives_restart_and_history_is_kept(sqlite_url: str) -> None:
     hot = next(i for r, i in second.active() if r.name == "Hot")
     assert hot.labels["team"] == "h1-ops" and hot.annotations["summary"] == "h1 at 90 degrees"
     with engine_db.connect() as conn:
-        events = [(r.from_state, r.to_state) for r in conn.execute(sa.select(alert_events).order_by(alert_events.c.id))
-                  if r.rule_key == "g/Hot"]
-    assert events == [("inactive", "pending"), ("pending", "firing")]
+        rows = [r for r in conn.execute(sa.select(alert_events).order_by(alert_events.c.id)) if r.rule_key == "g/Hot"]
+    assert [(r.from_state, r.to_state) for r in rows] == [("inactive", "pending"), ("pending", "firing")]
+    assert '"summary": "h1 at 90 degrees"' in rows[-1].annotations  # history keeps the annotations
     engine_db.dispose()
 
 

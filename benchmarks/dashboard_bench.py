@@ -1,0 +1,287 @@
+"""Dashboard benchmark: 64 GPUs × 7 days of 15 s data in the store, every page of the mounted
+dashboard measured three ways.
+
+1. Server time of each callback (query + downsampling in the store + figure building + JSON),
+   timed inside the Flask server around ``/_dash-update-component``: every callback of a page
+   is called over HTTP one after the other, ``--repeats`` times after one cold call; p95 per
+   callback. The points in each trace are counted on the replies.
+2. Navigation to all graphs drawn in headless Chromium (selenium, Debian's chromium): the page
+   is loaded by URL and a script in the page resolves when every panel has left its loading
+   state and Dash has no callback in flight (``performance.now()`` from the navigation start).
+   Measured with the browser cache warm (Dash's bundles are fingerprinted and cached for a year),
+   median of ``--navigations``; the first, cold visit (bundles downloaded) is reported too.
+3. Bytes sent to the browser per page, gzip-encoded as the server sends them: the Resource
+   Timing ``transferSize`` of the navigation and every request of the page (warm cache);
+   the one-off JS bundles of the first visit are reported apart.
+
+The store is filled columnar (``SampleBatch`` per 240 scrapes, series ids resolved once), the
+cost ledger priced for every hour, the live cost series written every ``--live-every``
+minutes, and the default alert pack evaluated; then the service is started on that database
+(two phases: nothing in the background races the seeding).
+
+    .venv/bin/python benchmarks/dashboard_bench.py [--days 7] [--gpus 64] [--repeats 10] [--range 7d]
+
+Ends with one ``target <name>: <measured> (goal <goal>) PASS|SHORT`` line per target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from selenium.webdriver.common.by import By  # noqa: E402
+
+from benchmarks._common import Target, section  # noqa: E402
+from dashboard.pages import PAGES  # noqa: E402
+from dashboard.settings import duration_ms  # noqa: E402
+from store import ManualClock  # noqa: E402
+from tests.dashboard.browser import available, choose, chrome  # noqa: E402
+from tests.dashboard.callbacks import calls, figure_facts  # noqa: E402
+from tests.dashboard.fakes import FakeForecasts, flat_forecast  # noqa: E402
+from tests.dashboard.service import make_settings, seed, serve_dashboard  # noqa: E402
+from tests.dashboard.synthetic import FleetShape  # noqa: E402
+
+END_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z
+CALLBACK_GOAL_MS = 200.0
+DRAWN_GOAL_S = 1.5
+POINTS_GOAL = 2000
+BYTES_GOAL_MB = 1.0
+
+# Resolves with performance.now() once every panel of the page is drawn (run right after load).
+DRAWN_ASYNC_JS = """
+const done = arguments[arguments.length - 1];
+const panels = arguments[0], graphs = arguments[1];
+function check() {
+  const gs = [...document.querySelectorAll('.js-plotly-plot')];
+  const states = gs.map(g => (g.layout && g.layout.meta && g.layout.meta.state) || 'none');
+  const tables = [...document.querySelectorAll('.panel-message, .panel-data')].map(e => e.className);
+  const busy = document.querySelectorAll('[data-dash-is-loading="true"]').length;
+  const ready = document.querySelectorAll('.panel').length === panels && gs.length === graphs && busy === 0
+    && !states.includes('loading') && !tables.some(t => t.includes('loading'));
+  if (ready) { done({t: performance.now(), states}); } else { requestAnimationFrame(check); }
+}
+check();
+"""
+TRANSFER_JS = """
+const nav = performance.getEntriesByType('navigation')[0];
+const res = performance.getEntriesByType('resource');
+const bundles = res.filter(r => r.name.includes('_dash-component-suites') || r.name.includes('.js'));
+const data = res.filter(r => !bundles.includes(r));
+const sum = list => list.reduce((a, r) => a + (r.transferSize || 0), 0);
+return {nav: nav ? nav.transferSize : 0, data: sum(data), bundles: sum(bundles), requests: res.length,
+        decoded: res.reduce((a, r) => a + (r.decodedBodySize || 0), 0)};
+"""
+
+
+@dataclass
+class CallbackStats:
+    seconds: list[float] = field(default_factory=list)
+    cold_s: float = 0.0
+    raw_bytes: int = 0
+    gzip_bytes: int = 0
+    points: int = 0
+    state: str = ""
+
+
+def p95(values: list[float]) -> float:
+    return float(np.percentile(values, 95)) if values else float("nan")
+
+
+def install_timer(server: Any, sink: dict[str, list[tuple[float, bytes]]]) -> None:
+    """Flask hooks around /_dash-update-component: server time (JSON included) and reply body."""
+    import flask
+
+    @server.before_request
+    def _start() -> None:
+        flask.g.bench_t0 = time.perf_counter()
+
+    @server.after_request
+    def _stop(response: flask.Response) -> flask.Response:
+        if flask.request.path.endswith("_dash-update-component") and hasattr(flask.g, "bench_t0"):
+            try:
+                body = flask.request.get_json(silent=True) or {}
+            except Exception:  # the browser went away mid-request (it navigated on)
+                return response
+            sink[str(body.get("output", "?")).strip(".")].append(
+                (time.perf_counter() - flask.g.bench_t0, response.get_data()))
+        return response
+
+
+def page_of(output: str) -> str:
+    panel = output.split(".")[0]
+    for page in PAGES:
+        if any(p.id == panel for p in page.panels):
+            return page.name
+    return "shell"
+
+
+def bench_callbacks(base: str, range_ms: int, repeats: int, sink: dict[str, list[tuple[float, bytes]]]) -> dict[str, CallbackStats]:
+    deps = httpx.get(f"{base}/dashboard/_dash-dependencies").json()
+    values = {"dash-range": range_ms, "dash-model": None, "dash-node": None, "dash-refresh": 0}
+    plan = list(calls(deps, values))
+    stats: dict[str, CallbackStats] = defaultdict(CallbackStats)
+    with httpx.Client(timeout=120) as client:
+        for round_ in range(repeats + 1):
+            for call in plan:  # page by page, as registered
+                reply = client.post(f"{base}/dashboard/_dash-update-component", json=call.body)
+                reply.raise_for_status()
+                seconds, body = sink[call.name].pop()
+                s = stats[call.name]
+                if round_ > 0:
+                    s.seconds.append(seconds)
+                    continue
+                s.cold_s, s.raw_bytes, s.gzip_bytes = seconds, len(body), len(gzip.compress(body, 6))
+                response = json.loads(body)["response"]
+                facts = [figure_facts(props.get("figure")) for props in response.values() if "figure" in props]
+                s.points = max((f[1] for f in facts), default=0)
+                s.state = ",".join(sorted({f[0] for f in facts})) or "table"
+    return stats
+
+
+@dataclass
+class PageLoad:
+    cold_s: float
+    warm_s: list[float]
+    cold_bundle_bytes: int
+    cold_total_bytes: int
+    warm_bytes: int
+    warm_data_bytes: int
+    states: list[str]
+
+
+def bench_browser(base: str, range_label: str, navigations: int) -> dict[str, PageLoad]:
+    driver = chrome(1400, 1600)
+    driver.set_script_timeout(120)
+    out: dict[str, PageLoad] = {}
+    try:
+        driver.get(f"{base}/dashboard/nccl")  # pick the range once; it is kept for the session
+        choose(driver, "dash-range", range_label)
+        for i, page in enumerate(PAGES):
+            loads: list[float] = []
+            first: dict[str, Any] = {}
+            graphs = sum(1 for p in page.panels if p.kind == "graph")
+            for n in range(navigations + 1):
+                if i == 0 and n == 0:
+                    driver.execute_cdp_cmd("Network.clearBrowserCache", {})
+                driver.get(f"{base}/dashboard/{page.path.lstrip('/')}")
+                drawn = driver.execute_async_script(DRAWN_ASYNC_JS, len(page.panels), graphs)
+                shown = driver.find_element(By.CSS_SELECTOR, "#dash-range .Select-value-label").text
+                if shown != range_label:
+                    raise SystemExit(f"the page was drawn for {shown!r}, not {range_label!r}")
+                transfer = driver.execute_script(TRANSFER_JS)
+                if n == 0:
+                    first = {"t": drawn["t"] / 1000, "transfer": transfer, "states": drawn["states"]}
+                else:
+                    loads.append(drawn["t"] / 1000)
+                    last = transfer
+            out[page.name] = PageLoad(
+                cold_s=first["t"], warm_s=loads,
+                cold_bundle_bytes=first["transfer"]["bundles"],
+                cold_total_bytes=first["transfer"]["nav"] + first["transfer"]["data"] + first["transfer"]["bundles"],
+                warm_bytes=last["nav"] + last["data"] + last["bundles"], warm_data_bytes=last["data"],
+                states=first["states"],
+            )
+    finally:
+        driver.quit()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--days", type=float, default=7.0)
+    parser.add_argument("--gpus", type=int, default=64, help="a multiple of 8 (8 GPUs a node)")
+    parser.add_argument("--range", default="7d", help="the dashboard's time range for the measurements")
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--navigations", type=int, default=3)
+    parser.add_argument("--live-every", type=int, default=60, help="minutes between live cost series points")
+    args = parser.parse_args()
+    range_ms = duration_ms(args.range)
+    nodes = max(1, args.gpus // 8)
+
+    with tempfile.TemporaryDirectory(prefix="dash-bench-") as tmp:
+        section(f"seeding: {nodes * 8} GPUs × {args.days:g} days of 15 s data")
+        settings, config = make_settings(Path(tmp))
+        seeded = seed(settings, config, END_MS, hours=args.days * 24, shape=FleetShape(nodes=nodes, gpus_per_node=8),
+                      live_every_ms=args.live_every * 60_000, log=lambda text: print(text, flush=True))
+        size = Path(tmp, "dashboard.db").stat().st_size
+        print(f"{len(seeded.fleet.keys):,} series, {seeded.samples / 1e6:.1f} M samples "
+              f"({seeded.samples / len(seeded.fleet.keys) / 1e3:.1f} k per series), seeded with ledger and alerts in "
+              f"{seeded.seconds:.0f} s; database {size / 2**20:.0f} MiB")
+        forecasts = FakeForecasts({"spend:fleet": flat_forecast(END_MS, 260.0, 30.0),
+                                   "cost_per_mtok:fleet": flat_forecast(END_MS, 3.9, 0.3)})
+        with serve_dashboard(settings, ManualClock(END_MS), config, forecast=forecasts) as (base, _runtime, app):
+            sink: dict[str, list[tuple[float, bytes]]] = defaultdict(list)
+            install_timer(app.state.dashboard.server, sink)
+
+            section(f"1. callbacks, range {args.range}: server time (query + steps + figure + JSON), "
+                    f"{args.repeats} runs after a cold one")
+            stats = bench_callbacks(base, range_ms, args.repeats, sink)
+            print(f"{'callback':58s} {'cold ms':>8s} {'p50 ms':>7s} {'p95 ms':>7s} {'points':>7s} {'KiB':>7s} {'gz KiB':>7s}  state")
+            for name, s in stats.items():
+                print(f"{name[:58]:58s} {s.cold_s * 1000:8.1f} {statistics.median(s.seconds) * 1000:7.1f} "
+                      f"{p95(s.seconds) * 1000:7.1f} {s.points:7d} {s.raw_bytes / 1024:7.1f} {s.gzip_bytes / 1024:7.1f}  {s.state}")
+
+            loads: dict[str, PageLoad] = {}
+            if available():
+                section(f"2-3. headless Chromium, range {args.range}: navigation to all graphs drawn, bytes per page")
+                loads = bench_browser(base, f"last {args.range}", args.navigations)
+            else:
+                print("chromium / chromedriver not found: browser figures skipped")
+
+        section("per page")
+        print(f"{'page':10s} {'callbacks':>9s} {'worst p95 ms':>12s} {'drawn s':>8s} {'first visit s':>13s} "
+              f"{'gz KB/page':>10s} {'data gz KB':>10s} {'first visit KB':>14s} {'(bundles KB)':>12s}")
+        worst_p95 = 0.0
+        for page in PAGES:
+            mine = [s for n, s in stats.items() if page_of(n) == page.name]
+            page_p95 = max(p95(s.seconds) for s in mine) * 1000
+            worst_p95 = max(worst_p95, page_p95)
+            load = loads.get(page.name)
+            if load is None:
+                print(f"{page.name:10s} {len(mine):9d} {page_p95:12.1f}")
+                continue
+            print(f"{page.name:10s} {len(mine):9d} {page_p95:12.1f} {statistics.median(load.warm_s):8.2f} {load.cold_s:13.2f} "
+                  f"{load.warm_bytes / 1000:10.1f} {load.warm_data_bytes / 1000:10.1f} {load.cold_total_bytes / 1000:14.1f} "
+                  f"{load.cold_bundle_bytes / 1000:12.1f}")
+        shell_p95 = max((p95(s.seconds) for n, s in stats.items() if page_of(n) == "shell"), default=0.0) * 1000
+        worst_p95 = max(worst_p95, shell_p95)
+        states = {s.state for s in stats.values()}
+        print(f"(shell callbacks, p95 {shell_p95:.1f} ms; panel states seen: {', '.join(sorted(states))})")
+        coldest = max(stats.items(), key=lambda item: item[1].cold_s)
+        print(f"first call of a callback (the store's rollup cache still cold): worst {coldest[1].cold_s * 1000:.0f} ms "
+              f"({coldest[0]})")
+        if loads:
+            first = max(load.cold_total_bytes for load in loads.values())
+            bundles = max(load.cold_bundle_bytes for load in loads.values())
+            print(f"first visit of the dashboard (JS bundles not cached yet): {first / 1e6:.2f} MB gzip, of which "
+                  f"{bundles / 1e6:.2f} MB Dash / React / plotly.js bundles (cached for a year after)")
+
+        print()
+        print(Target(f"callback server time p95, worst of {len(stats)} callbacks (ms)", worst_p95, CALLBACK_GOAL_MS, False).line())
+        print(Target("points per trace, most in any trace", float(max(s.points for s in stats.values())), POINTS_GOAL, False).line())
+        if loads:
+            drawn = max(statistics.median(load.warm_s) for load in loads.values())
+            sent = max(load.warm_bytes for load in loads.values()) / 1e6
+            print(Target("navigation to all graphs drawn, slowest page, warm cache (s)", drawn, DRAWN_GOAL_S, False).line())
+            print(Target("bytes sent per page (gzip), largest page, warm cache (MB)", sent, BYTES_GOAL_MB, False).line())
+        else:
+            print(f"target navigation to all graphs drawn (s): n/a (goal <= {DRAWN_GOAL_S:g}) SKIP (no chromium)")
+            print(f"target bytes sent per page (gzip) (MB): n/a (goal <= {BYTES_GOAL_MB:g}) SKIP (no chromium)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""The Dash app factory: the page shell (navigation, time range, model and node filters, live
+refresh), Dash Pages registration and every panel's callback, built from what it is given.
+
+Dash Pages keeps its page registry in a module global (``dash.page_registry``); the pages
+registered here are static structure only (panel ids and titles), identical for every app
+built in a process, so that global holds no state of ours. Callbacks are registered on the
+app instance (``app.callback``), never on Dash's global callback list, so two apps built in
+one process (tests, benchmarks) do not share data sources.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+import dash
+from dash import Dash, Input, Output, dcc, html
+from prometheus_client import CollectorRegistry
+
+from dashboard.pages import PAGES, Page
+from dashboard.panel import MODEL_ID, NODE_ID, RANGE_ID, REFRESH_ID, PanelContext, PanelMetrics, grid
+from dashboard.settings import DashboardSettings
+from dashboard.sources import Sources
+from dashboard.window import range_options
+
+LINK = {"padding": "6px 10px", "borderRadius": "4px", "textDecoration": "none", "color": "#333", "fontSize": "14px"}
+ACTIVE_LINK = {**LINK, "background": "#1f77b4", "color": "white"}
+OFF_MS = 24 * 3_600_000  # the interval's period when live refresh is off (it is also disabled)
+
+
+def page_layout(page: Page, **_query: object) -> html.Div:
+    return grid(page.panels, page.intro)
+
+
+def page_href(prefix: str, page: Page) -> str:
+    return prefix + page.path.lstrip("/")
+
+
+def shell(settings: DashboardSettings, prefix: str) -> html.Div:
+    """Header (brand, page links, time range, filters, freshness), the refresh timer, the page."""
+    links = [dcc.Link(p.name, href=page_href(prefix, p), id=f"nav-{p.module.rsplit('.', 1)[-1]}", style=LINK) for p in PAGES]
+    controls = [
+        dcc.Dropdown(id=RANGE_ID, options=range_options(settings.default_range), value=settings.default_range,  # type: ignore[arg-type]
+                     clearable=False, searchable=False, style={"width": "140px"}, persistence=True, persistence_type="session"),
+        # The filters live in the header, outside the pages, so they hold while moving between
+        # pages. (Not persisted over reloads: their options arrive by callback, after a
+        # restored value would already have been dropped as unknown.)
+        dcc.Dropdown(id=MODEL_ID, options=[], multi=True, placeholder="all models", style={"minWidth": "200px"}),
+        dcc.Dropdown(id=NODE_ID, options=[], multi=True, placeholder="all nodes", style={"minWidth": "200px"}),
+        html.Span(id="dash-updated", style={"color": "#777", "fontSize": "12px", "whiteSpace": "nowrap"}),
+    ]
+    header = html.Header(
+        [html.B("infermeter", style={"fontSize": "18px", "marginRight": "12px"}),
+         html.Nav(links, id="dash-nav", style={"display": "flex", "gap": "4px", "flexWrap": "wrap"}),
+         html.Div(controls, style={"display": "flex", "gap": "8px", "alignItems": "center", "marginLeft": "auto", "flexWrap": "wrap"})],
+        style={"display": "flex", "alignItems": "center", "gap": "8px", "padding": "8px 16px", "background": "white",
+               "borderBottom": "1px solid #ddd", "position": "sticky", "top": "0", "zIndex": "10", "flexWrap": "wrap"},
+    )
+    refresh = settings.refresh_interval
+    timer = dcc.Interval(id=REFRESH_ID, interval=refresh or OFF_MS, disabled=refresh == 0, n_intervals=0)
+    main = html.Main(dash.page_container, style={"padding": "12px 16px"})
+    return html.Div([header, timer, main], style={"background": "#f6f7f9", "minHeight": "100vh",
+                                                  "fontFamily": "system-ui, -apple-system, Segoe UI, sans-serif"})
+
+
+def create_dash(
+    sources: Sources,
+    settings: DashboardSettings,
+    *,
+    requests_prefix: str = "/dashboard/",
+    registry: CollectorRegistry | None = None,
+) -> Dash:
+    """A Dash app whose Flask server answers at ``/`` and whose pages link under
+    ``requests_prefix`` (where the API mounts it)."""
+    app = Dash(
+        __name__,
+        use_pages=True,
+        pages_folder="",
+        requests_pathname_prefix=requests_prefix,
+        routes_pathname_prefix="/",
+        suppress_callback_exceptions=True,
+        title="infermeter",
+        update_title=None,  # type: ignore[arg-type]
+        serve_locally=True,
+        use_async=False,
+        compress=False,  # the mount gzips every response
+    )
+    for page in PAGES:
+        dash.register_page(page.module, path=page.path, name=page.name, order=page.order,
+                           title=f"infermeter · {page.name}", layout=partial(page_layout, page))  # type: ignore[no-untyped-call]
+    app.layout = shell(settings, requests_prefix)
+    ctx = PanelContext(sources, settings, PanelMetrics.register(registry) if registry is not None else None)
+    for page in PAGES:
+        page.register(app, ctx)
+    _register_shell(app, ctx, requests_prefix)
+    return app
+
+
+def _register_shell(app: Dash, ctx: PanelContext, prefix: str) -> None:
+    def options(_n: object) -> tuple[list[dict[str, str]], list[dict[str, str]], str]:
+        def read() -> tuple[list[str], list[str]]:
+            return ctx.queries.models(), ctx.queries.nodes()
+
+        models, nodes = ctx.run("filters", read, lambda _text: ([], []))
+        now = datetime.fromtimestamp(ctx.sources.clock.now_ms() / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return ([{"label": m, "value": m} for m in models], [{"label": n, "value": n} for n in nodes], f"as of {now}")
+
+    app.callback(Output(MODEL_ID, "options"), Output(NODE_ID, "options"), Output("dash-updated", "children"),
+                 Input(REFRESH_ID, "n_intervals"))(options)
+
+    def highlight(pathname: str | None) -> list[dict[str, Any]]:
+        path = (pathname or prefix).rstrip("/") + "/"
+        return [ACTIVE_LINK if path == page_href(prefix, p).rstrip("/") + "/" else LINK for p in PAGES]
+
+    app.callback([Output(f"nav-{p.module.rsplit('.', 1)[-1]}", "style") for p in PAGES],
+                 Input("_pages_location", "pathname"))(highlight)
+
+
+__all__ = ["create_dash", "shell", "page_layout"]

@@ -1,0 +1,148 @@
+"""Panels: their boxes in a page's grid, and thin callbacks around the pure builders.
+
+Every panel has its own callback, so one slow or failing panel neither blocks nor blanks the
+others: an exception becomes an error figure (or message) in that panel, is logged once, and
+counts in ``infermeter_dashboard_panel_errors_total{panel}``. Callback time is observed in
+``infermeter_dashboard_callback_seconds{panel}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from dash import Dash, Input, Output, dcc, html
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from dashboard.figures.common import Figure, error, message_figure
+from dashboard.queries import Filters, SeriesQueries, View
+from dashboard.settings import DashboardSettings
+from dashboard.sources import Sources
+from dashboard.tables import message
+from dashboard.window import parse_range
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+RANGE_ID, MODEL_ID, NODE_ID, REFRESH_ID = "dash-range", "dash-model", "dash-node", "dash-refresh"
+CONTROL_INPUTS = [Input(RANGE_ID, "value"), Input(MODEL_ID, "value"), Input(NODE_ID, "value"), Input(REFRESH_ID, "n_intervals")]
+GRAPH_CONFIG: Any = {"displaylogo": False, "displayModeBar": False}
+
+
+@dataclass(frozen=True)
+class Panel:
+    id: str
+    title: str
+    kind: Literal["graph", "table"] = "graph"
+    wide: bool = False
+    height: int = 300
+
+
+def loading_figure(height: int) -> Figure:
+    return message_figure("loading…", state="loading", height=height)
+
+
+def panel_box(panel: Panel) -> html.Div:
+    if panel.kind == "graph":
+        body: Any = dcc.Graph(id=panel.id, figure=loading_figure(panel.height), config=GRAPH_CONFIG)
+    else:
+        body = html.Div(id=panel.id, children=message("loading…", "loading"))
+    style: dict[str, Any] = {"background": "white", "border": "1px solid #e3e3e3", "borderRadius": "6px", "padding": "8px 10px",
+                             "minWidth": "0"}
+    if panel.wide:
+        style["gridColumn"] = "1 / -1"
+    return html.Div([html.H3(panel.title, style={"fontSize": "14px", "margin": "0 0 6px", "fontWeight": "600"}), body],
+                    className="panel", id=f"{panel.id}-box", style=style)
+
+
+def grid(panels: Sequence[Panel], intro: str = "") -> html.Div:
+    children: list[Any] = []
+    if intro:
+        children.append(html.P(intro, style={"color": "#666", "fontSize": "13px", "margin": "0 0 8px", "gridColumn": "1 / -1"}))
+    children.extend(panel_box(p) for p in panels)
+    return html.Div(children, style={"display": "grid", "gridTemplateColumns": "repeat(auto-fill, minmax(520px, 1fr))",
+                                     "gap": "12px"})
+
+
+@dataclass
+class PanelMetrics:
+    seconds: Histogram
+    errors: Counter
+
+    @classmethod
+    def register(cls, registry: CollectorRegistry) -> PanelMetrics:
+        return cls(
+            Histogram("infermeter_dashboard_callback_seconds", "Server time of a dashboard panel's callback.", ["panel"],
+                      buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2.5, 5), registry=registry),
+            Counter("infermeter_dashboard_panel_errors_total", "Dashboard panels that failed to build.", ["panel"],
+                    registry=registry),
+        )
+
+
+@dataclass
+class PanelContext:
+    """What every panel callback gets: the sources, the series queries and the settings."""
+
+    sources: Sources
+    settings: DashboardSettings
+    metrics: PanelMetrics | None = None
+    queries: SeriesQueries = field(init=False)
+    _failing: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.queries = SeriesQueries(self.sources.reader, self.sources.node_of)
+
+    def view(self, range_value: object, models: object, nodes: object) -> View:
+        return View(self.sources.clock.now_ms(), parse_range(range_value, self.settings.default_range),
+                    Filters.of(models, nodes), self.settings.max_points_per_trace)
+
+    def run(self, panel_id: str, build: Callable[[], T], fail: Callable[[str], T]) -> T:
+        started = time.perf_counter()
+        try:
+            result = build()
+            self._failing.discard(panel_id)
+        except Exception as exc:  # one panel's failure stays in that panel
+            text = f"this panel failed: {type(exc).__name__}: {exc}"
+            if panel_id not in self._failing:
+                log.exception("dashboard panel %s failed", panel_id)
+                self._failing.add(panel_id)
+            if self.metrics is not None:
+                self.metrics.errors.labels(panel_id).inc()
+            result = fail(text)
+        if self.metrics is not None:
+            self.metrics.seconds.labels(panel_id).observe(time.perf_counter() - started)
+        return result
+
+
+def graph_panel(app: Dash, ctx: PanelContext, panel: Panel, build: Callable[[View], Figure]) -> None:
+    def update(range_value: object, models: object, nodes: object, _n: object) -> Figure:
+        view = ctx.view(range_value, models, nodes)
+        return ctx.run(panel.id, lambda: build(view), lambda text: error(text, panel.height))
+
+    app.callback(Output(panel.id, "figure"), *CONTROL_INPUTS)(update)
+
+
+def table_panel(app: Dash, ctx: PanelContext, panel: Panel, build: Callable[[View], Any]) -> None:
+    def update(range_value: object, models: object, nodes: object, _n: object) -> Any:
+        view = ctx.view(range_value, models, nodes)
+        return ctx.run(panel.id, lambda: build(view), lambda text: message(text, "error"))
+
+    app.callback(Output(panel.id, "children"), *CONTROL_INPUTS)(update)
+
+
+def graph_panels(app: Dash, ctx: PanelContext, panels: Sequence[Panel], build: Callable[[View], Sequence[Figure]]) -> None:
+    """Several graphs from one read (e.g. spend by model, node, GPU type and tenant)."""
+    key = "+".join(p.id for p in panels)
+
+    def update(range_value: object, models: object, nodes: object, _n: object) -> list[Figure]:
+        view = ctx.view(range_value, models, nodes)
+        return ctx.run(key, lambda: list(build(view)), lambda text: [error(text, p.height) for p in panels])
+
+    app.callback([Output(p.id, "figure") for p in panels], *CONTROL_INPUTS)(update)
+
+
+__all__ = ["Panel", "PanelContext", "PanelMetrics", "grid", "graph_panel", "table_panel", "graph_panels", "CONTROL_INPUTS",
+           "RANGE_ID", "MODEL_ID", "NODE_ID", "REFRESH_ID", "loading_figure"]

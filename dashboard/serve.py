@@ -1,0 +1,47 @@
+"""Serving the dashboard on the API's port: Dash's Flask server under FastAPI at /dashboard/.
+
+``mount(app, runtime)`` is the one entry point the composition root calls. The Flask (WSGI)
+server runs behind a2wsgi's WSGI-to-ASGI adapter, gzip, and the token gate of
+:mod:`dashboard.auth`; ``/`` redirects to ``/dashboard/`` (keeping its query, so
+``/?token=...`` signs in too).
+"""
+
+from __future__ import annotations
+
+from a2wsgi import WSGIMiddleware
+from fastapi import FastAPI, Request
+from fastapi.responses import RedirectResponse
+from prometheus_client import CollectorRegistry
+from starlette.middleware.gzip import GZipMiddleware
+
+from dashboard.app import create_dash
+from dashboard.auth import TokenGate
+from dashboard.sources import RuntimeLike, dashboard_settings, sources_from_runtime
+
+PREFIX = "/dashboard"
+
+
+def mount(app: FastAPI, runtime: RuntimeLike) -> None:
+    """Serve the dashboard at ``/dashboard/`` of ``app`` and redirect ``/`` to it."""
+    settings = dashboard_settings(runtime)
+    if not settings.enabled:
+        return
+    registry = getattr(runtime, "registry", None)
+    dash_app = create_dash(
+        sources_from_runtime(runtime),
+        settings,
+        requests_prefix=f"{PREFIX}/",
+        registry=registry if isinstance(registry, CollectorRegistry) else None,
+    )
+    served = GZipMiddleware(WSGIMiddleware(dash_app.server), minimum_size=1024, compresslevel=6)  # type: ignore[arg-type]
+    app.mount(PREFIX, TokenGate(served, lambda: runtime.settings.server.api_token, PREFIX), name="dashboard")
+    app.state.dashboard = dash_app  # for tests and benchmarks: the Flask routes, the callback map
+
+    async def to_dashboard(request: Request) -> RedirectResponse:
+        query = request.url.query
+        return RedirectResponse(f"{PREFIX}/" + (f"?{query}" if query else ""), status_code=307)
+
+    app.add_api_route("/", to_dashboard, methods=["GET"], include_in_schema=False)
+
+
+__all__ = ["mount", "PREFIX"]

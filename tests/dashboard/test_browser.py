@@ -1,0 +1,117 @@
+"""The dashboard in real headless Chromium against the real service on loopback, over a store
+seeded with a synthetic fleet: every page draws data, the console stays free of errors, a
+filter change changes what is drawn, a failing panel stays in its box. A screenshot of every
+page is written to ``test-artifacts/dashboard/`` (``INFERMETER_TEST_ARTIFACTS`` moves it)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from dashboard.pages import PAGES, Page
+from infermeter.runtime import Runtime
+from store import ManualClock
+from tests.dashboard.browser import (
+    ARTIFACTS,
+    available,
+    choose,
+    chrome,
+    figure,
+    severe_logs,
+    wait_drawn,
+    wait_for,
+)
+from tests.dashboard.fakes import FakeForecasts, flat_forecast
+from tests.dashboard.service import make_settings, seed, serve_dashboard
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not available(), reason="needs Debian's chromium and chromium-driver")]
+T0 = 1_800_000_000_000
+TOKEN = "browser-s3cret"
+# Tables that are empty on this data by design (what they say is checked over HTTP).
+EMPTY_BY_DESIGN = {"alerts-scale", "alerts-problems"}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Runtime, WebDriver]]:
+    tmp: Path = tmp_path_factory.mktemp("dash-browser")
+    settings, config = make_settings(tmp, token=TOKEN)
+    seed(settings, config, T0, hours=3)
+    forecasts = FakeForecasts({"spend:fleet": flat_forecast(T0, 32.0, 4.0), "cost_per_mtok:fleet": flat_forecast(T0, 3.9, 0.3)})
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    print(f"\ndashboard screenshots: {ARTIFACTS}")
+    with serve_dashboard(settings, ManualClock(T0), config, forecast=forecasts) as (base, runtime, _app):
+        driver = chrome()
+        try:
+            driver.get(f"{base}/dashboard/?token={TOKEN}")  # signs in: a session cookie, then the token leaves the URL
+            assert driver.current_url == f"{base}/dashboard/"
+            yield base, runtime, driver
+        finally:
+            driver.quit()
+
+
+def open_page(driver: WebDriver, base: str, page: Page) -> dict[str, Any]:
+    driver.get(f"{base}/dashboard/{page.path.lstrip('/')}")
+    return wait_drawn(driver, len(page.panels), sum(1 for p in page.panels if p.kind == "graph"))
+
+
+def test_every_page_draws_data_without_console_errors(site: tuple[str, Runtime, WebDriver]) -> None:
+    base, _, driver = site
+    driver.get_log("browser")  # drop what the sign-in page logged
+    for page in PAGES:
+        state = open_page(driver, base, page)
+        graphs = [p.id for p in page.panels if p.kind == "graph"]
+        assert state["states"] == ["data"] * len(graphs), f"{page.name}: {list(zip(state['ids'], state['states']))}"
+        tables = [p.id for p in page.panels if p.kind == "table" and p.id not in EMPTY_BY_DESIGN]
+        assert sum("panel-data" in t for t in state["tables"]) >= len(tables), f"{page.name}: {state['tables']}"
+        driver.save_screenshot(str(ARTIFACTS / f"{page.module.rsplit('.', 1)[-1]}.png"))
+        assert severe_logs(driver) == [], page.name
+    text = driver.find_element(By.ID, "alerts-active").text
+    assert "GpuXidError" in text and "resolved" in text
+
+
+def test_filters_and_range_change_what_is_drawn(site: tuple[str, Runtime, WebDriver]) -> None:
+    base, _, driver = site
+    requests = next(p for p in PAGES if p.name == "Requests")
+    open_page(driver, base, requests)
+    before = [t["name"] for t in figure(driver, "req-tokens")["data"]]
+    assert {n.split(" ")[0] for n in before} == {"llama-3-70b", "qwen2-7b"}
+    choose(driver, "dash-model", "qwen2-7b")
+    wait_for(lambda: [t["name"] for t in figure(driver, "req-tokens")["data"]] != before)
+    after = [t["name"] for t in figure(driver, "req-tokens")["data"]]
+    assert after and all(n.startswith("qwen2-7b") for n in after)
+    gpus = next(p for p in PAGES if p.name == "GPUs")
+    driver.find_element(By.ID, "nav-gpus").click()  # the filters hold across pages
+    wait_drawn(driver, len(gpus.panels), sum(1 for p in gpus.panels if p.kind == "graph"))
+    heat = figure(driver, "gpu-heatmap")["data"][0]
+    assert heat["rows"] == 4  # the GPUs of the node serving qwen2-7b, of 8
+    driver.save_screenshot(str(ARTIFACTS / "gpus-filtered.png"))
+    columns = heat["x"]
+    choose(driver, "dash-range", "last 1h")
+    wait_for(lambda: figure(driver, "gpu-heatmap")["data"][0]["x"] != columns)
+    assert figure(driver, "gpu-heatmap")["data"][0]["x"] < columns
+    driver.find_element(By.CSS_SELECTOR, "#dash-model .Select-clear-zone").click()
+    wait_for(lambda: figure(driver, "gpu-heatmap")["data"][0]["rows"] == 8)
+    assert severe_logs(driver) == []
+
+
+def test_a_failing_panel_stays_in_its_box(site: tuple[str, Runtime, WebDriver], monkeypatch: pytest.MonkeyPatch) -> None:
+    base, runtime, driver = site
+    assert runtime.alerting is not None
+
+    def broken(*_args: object, **_kwargs: object) -> list[dict[str, object]]:
+        raise RuntimeError("ledger table is locked")
+
+    monkeypatch.setattr(runtime.alerting.ledger, "spend", broken)
+    cost = next(p for p in PAGES if p.name == "Cost")
+    state = open_page(driver, base, cost)
+    by_id = dict(zip(state["ids"], state["states"]))
+    assert by_id["cost-by-model"] == "error" and by_id["cost-idle"] == "error"
+    assert by_id["cost-per-token"] == "data" and by_id["cost-budget"] == "data"
+    assert "ledger table is locked" in driver.find_element(By.ID, "cost-by-model-box").text
+    assert "GPU prices" in driver.find_element(By.ID, "cost-prices").text  # the rest of the page is drawn
+    driver.save_screenshot(str(ARTIFACTS / "cost-with-a-failing-panel.png"))

@@ -57,12 +57,16 @@ class CostSpikeChecks:
         }
         mix = []
         for kind in ("prompt", "generation"):
-            per_req = (
-                f"sum(increase(inference_{kind}_tokens_total{match}[{{w}}])) / "
-                f"sum(increase(inference_requests_total{match}[{{w}}]))"
-            )
-            recent = _scalar(now, per_req.format(w=RECENT))
-            base = _scalar(before, per_req.format(w=BASELINE))
+
+            def per_request(window: str, kind: str = kind) -> str:
+                # the selector's own braces rule out str.format here
+                return (
+                    f"sum(increase(inference_{kind}_tokens_total{match}[{window}])) / "
+                    f"sum(increase(inference_requests_total{match}[{window}]))"
+                )
+
+            recent = _scalar(now, per_request(RECENT))
+            base = _scalar(before, per_request(BASELINE))
             shift = (recent / base - 1) if base and not math.isnan(base) and not math.isnan(recent) else math.nan
             text = f"{kind} tokens/request {_num(recent)} vs {_num(base)}"
             if not math.isnan(shift):

@@ -23,6 +23,9 @@ from collector.exposition import SeriesCache
 from collector.manager import ScrapeManager
 from collector.nvml import render_dcgm
 from collector.scrape_loop import appender_call
+from forecast.ids import SeriesId
+from forecast.record import StoredForecast
+from forecast.service import ForecastService
 from infermeter import db
 from infermeter.alerting import Alerting, build_alerting, load_rule_groups
 from infermeter.config_file import ConfigError, load_settings
@@ -61,6 +64,8 @@ class Runtime:
     alerting: Alerting | None = None
     notifier: Notifier | None = None
     worker: EmbeddedWorker | None = None
+    # The newest stored forecast by series id (``spend:fleet``), for the dashboard.
+    forecast: StoredForecasts | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -170,6 +175,14 @@ class Runtime:
         return problems
 
 
+@dataclass(frozen=True)
+class StoredForecasts:
+    service: ForecastService
+
+    def latest(self, series_id: str) -> StoredForecast | None:
+        return self.service.latest(SeriesId.parse(series_id))
+
+
 def build_runtime(
     settings: Settings,
     clock: Clock | None = None,
@@ -210,4 +223,6 @@ def build_runtime(
     runtime.alerting = build_alerting(
         settings, engine, store, runtime.reader, clock, registry, config_path, sink=runtime.notifier.submit
     )
+    if runtime.alerting.forecasting is not None:
+        runtime.forecast = StoredForecasts(runtime.alerting.forecasting.service)
     return runtime

@@ -16,6 +16,7 @@ from alerts.defaults import Thresholds
 from alerts.notify.config import NotifyConfig
 from alerts.scaling import ScalePolicy
 from cost.prices import CostSettings
+from dashboard.settings import DashboardSettings
 from store.durations import parse_duration_ms
 from store.options import StoreOptions
 from store.types import LABEL_NAME_RE
@@ -197,3 +198,5 @@ class Settings(_Strict):
     # The reference worker (seed 004's fields); `infermeter up` runs it as a child unless
     # worker.embedded is false, and scrapes it as a vLLM server.
     worker: WorkerConfig = WorkerConfig()
+    # The Dash dashboard at /dashboard/ on the API's port.
+    dashboard: DashboardSettings = DashboardSettings()

@@ -15,6 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from alerts.notify.api import silences_router
 from alerts.notify.service import Notifier
+from dashboard import mount as mount_dashboard
 from forecast.api import forecast_router
 from infermeter.api import routes_alerts, routes_cost, routes_read, routes_reports, routes_write
 from infermeter.api.deps import WriterDep, require_writer
@@ -105,6 +106,8 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
     app.include_router(silences_router(lambda: _notifier(runtime).silences, require_writer))
     app.include_router(forecast_router(lambda: _forecasting(runtime).service))
     app.include_router(routes_reports.router())
+    if runtime.settings.dashboard.enabled:
+        mount_dashboard(app, runtime)
     return app
 
 

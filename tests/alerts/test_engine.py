@@ -133,3 +133,24 @@ groups:
     restored = ScaleAdvisor(300_000, 2, 4, lambda scope, at: 2, CollectorRegistry(), db)
     assert restored.recommended == {"m": 4} and restored.last_event("m") is not None
     db.dispose()
+
+
+def test_cost_spike_checks_for_a_model() -> None:
+    """The enricher attaches the three checks of seed 000 §4.2 for a model-scoped alert."""
+    from alerts.cost_spike import CostSpikeChecks
+
+    src = MemorySource()
+    day = 86_400
+    for s in range(0, day + 3600, 60):
+        t = T0 + s * 1000
+        util = 0.8 if s < day else 0.4
+        src.add(SeriesKey.of("gpu_utilization_ratio", host="n1", gpu="0"), [(t, util)])
+        src.add(SeriesKey.of("inference_prompt_tokens_total", model="m"), [(t, s * (10.0 if s < day else 30.0))])
+        src.add(SeriesKey.of("inference_generation_tokens_total", model="m"), [(t, s * 5.0)])
+        src.add(SeriesKey.of("inference_requests_total", model="m", outcome="success"), [(t, s * 0.1)])
+    advisor = ScaleAdvisor(300_000, 2, 16, lambda scope, at: 2, CollectorRegistry())
+    checks = CostSpikeChecks(src, advisor, lambda scope, at: 2)({"model": "m", "alertname": "CostPerTokenSpike"}, T0 + (day + 3600) * 1000)
+    assert "40%" in checks["check_utilization"] and "utilization fell" in checks["check_utilization"]
+    assert checks["check_request_mix"].startswith("prompt tokens/request")
+    assert "+" in checks["check_request_mix"]  # prompts got longer
+    assert checks["check_autoscaling"] == "no scale recommendation on record for this scope"

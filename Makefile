@@ -36,7 +36,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 typecheck: $(STAMP)
-	$(BIN)/mypy store infermeter collector alerts cost forecast reports
+	$(BIN)/mypy store infermeter collector alerts cost forecast reports dashboard worker
 
 bench: $(STAMP)
 	scripts/ensure-postgres.sh

@@ -170,7 +170,8 @@ def drive_service(proc: subprocess.Popen[bytes], port: int, sizes: Sizes) -> Ser
 def bench_rss(sizes: Sizes, tmp: Path) -> None:
     section("4. RSS of `infermeter up`")
     config = tmp / "infermeter.yaml"
-    config.write_text(f'store:\n  url: "sqlite:///{tmp / "up.sqlite"}"\nlogging:\n  level: WARNING\n')
+    # the reference worker (its own process) would only add noise to the service's memory
+    config.write_text(f'store:\n  url: "sqlite:///{tmp / "up.sqlite"}"\nlogging:\n  level: WARNING\nworker:\n  embedded: false\n')
     port = free_port()
     total = sizes.rss_series * sizes.rss_bodies
     with open(tmp / "up.log", "wb") as log:

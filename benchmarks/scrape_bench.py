@@ -14,6 +14,11 @@ One run, one system after the other (never both at once, so neither steals the o
 
 Ends with ``target scrape_cpu_vs_prometheus: <ours / prom CPU s per M samples> (goal <= 1.5) ...``.
 
+Ours runs with its default alert rules unless ``--rules off``: the synthetic targets' random
+values set off thousands of alerts (ECC, XID, temperature), and evaluating and notifying them is
+part of our process's CPU, while the Prometheus compared here has no rule files. ``--rules off``
+measures the like-for-like case: scrape, parse, map and store.
+
 Run: ``.venv/bin/python -m benchmarks.scrape_bench [--quick] [--targets 100] [--series 1000]``.
 """
 
@@ -127,12 +132,16 @@ def run_ours(args: argparse.Namespace, urls: list[str], tmp: Path) -> Result:
         "store": {"url": f"sqlite:///{tmp / 'ours.sqlite'}"},
         "gpu": {"nvml": "off"},
         "logging": {"level": "WARNING"},
+        # the reference worker is a load source of its own: not part of this comparison
+        "worker": {"embedded": False},
         "scrape": {
             "interval": fmt_duration(args.interval_ms),
             "timeout": fmt_duration(args.timeout_ms),
             "targets": [{"job": "bench", "urls": urls, "engine": args.engine}],
         },
     }
+    if args.rules == "off":
+        config["alerts"] = {"default_rules": False}
     path = tmp / "infermeter.yaml"
     path.write_text(json.dumps(config, indent=2))  # JSON is YAML
     cmd = [str(REPO / ".venv" / "bin" / "infermeter"), "--config", str(path), "up", "--port", str(port)]
@@ -159,7 +168,7 @@ def run_ours(args: argparse.Namespace, urls: list[str], tmp: Path) -> Result:
         f"expected {len(urls) * 1000 / args.interval_ms:.1f}/s); "
         f"since start {s1:,} scrapes, {f1:,} failed; "
         f"loop lag max {max(lags, default=float('nan')):.2f} s; "
-        f"{stored_series:,.0f} series in the store (engine: {args.engine})"
+        f"{stored_series:,.0f} series in the store (engine: {args.engine}; alert rules: {args.rules})"
     )
     if proc.returncode not in (0, None, -signal.SIGINT):
         note += f"; exit code {proc.returncode}"
@@ -239,6 +248,14 @@ def main(argv: list[str] | None = None) -> int:
         choices=["auto", "none"],
         help="our scrape job's engine option: auto also stores canonical series mapped from vLLM/dcgm names "
         "(more samples stored per scrape); none stores the raw series only, like Prometheus (default auto)",
+    )
+    parser.add_argument(
+        "--rules",
+        default="default",
+        choices=["default", "off"],
+        help="our default alert rules (evaluated on the scraped series, with their notifications): default "
+        "runs them as shipped; off switches them off, so that ours, like the Prometheus it is compared with "
+        "(no rule files), only scrapes and stores (default: default)",
     )
     parser.add_argument("--no-prometheus", action="store_true", help="skip the Prometheus comparison")
     args = parser.parse_args(argv)

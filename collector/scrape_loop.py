@@ -10,6 +10,13 @@ series; a scraped label of the same name is kept as ``exported_<name>``.
 Timing: the first scrape waits a random part of the interval (spreading targets apart), then
 ticks stay on a fixed grid; a scrape that overruns skips the ticks it missed rather than
 firing them in a burst. Time and randomness come in from outside.
+
+Per scrape, nothing that stays the same between scrapes is recomputed: while the source
+returns the same keys in the same order (the parser hands back the very same list), the
+labelled keys, the bookkeeping keys and the store's ids for all of them (learnt from the
+appender after the first store) are reused, and a scrape costs a few numpy concatenations on
+top of parsing. Batches go to the store through :func:`appender_call` -- several scrapes per
+store append, each scrape returning only once its samples are committed.
 """
 
 from __future__ import annotations
@@ -17,16 +24,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from opentelemetry.trace import NoOpTracer, Span, StatusCode, Tracer
 
+from collector.appender import BatchingAppender
 from collector.source import Health, ScrapeResult, Source
 from store.clock import Clock
 from store.interfaces import Appender
-from store.types import STALE_NAN, SampleBatch, SeriesKey
+from store.types import STALE_NAN, Int64Array, SampleBatch, SeriesKey
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +94,13 @@ class ScrapeLoop:
         self.status = TargetStatus(spec)
         self._labelled: dict[SeriesKey, SeriesKey] = {}
         self._previous: set[SeriesKey] = set()
+        self._layout: _Layout | None = None
+        self._spare: _Layout | None = None  # the last layout with series, for a target back from a failure
         self.last_scraped = SampleBatch.empty()  # the newest scrape as the source returned it
         target = spec.target_labels()
+        self._target_pairs = tuple(target)
+        names = [name for name, _ in target]
+        self._target_names = frozenset(names) if len(set(names)) == len(names) else None
         self._meta_keys = [
             SeriesKey("up", target),
             SeriesKey("scrape_duration_seconds", target),
@@ -150,16 +163,22 @@ class ScrapeLoop:
             await self.append(batch)
         except Exception:
             log.exception("storing the scrape of %s failed", self.spec.url)
+        else:
+            self._learn_ids(batch)
 
     def _label(self, key: SeriesKey) -> SeriesKey:
         labelled = self._labelled.get(key)
         if labelled is None:
-            own = dict(key.labels)
-            for name, value in self.spec.target_labels():
-                if name in own:
-                    own[f"exported_{name}"] = own.pop(name)
-                own[name] = value
-            labelled = SeriesKey(key.name, tuple(own.items()))
+            if self._target_names is not None and not any(n in self._target_names for n, _ in key.labels):
+                # no clash: the scraped pairs and the target's, shared (not copied) by the new key
+                labelled = SeriesKey(key.name, key.labels + self._target_pairs)
+            else:
+                own = dict(key.labels)
+                for name, value in self.spec.target_labels():
+                    if name in own:
+                        own[f"exported_{name}"] = own.pop(name)
+                    own[name] = value
+                labelled = SeriesKey(key.name, tuple(own.items()))
             if len(self._labelled) > 200_000:
                 self._labelled.clear()
             self._labelled[key] = labelled
@@ -167,48 +186,96 @@ class ScrapeLoop:
 
     def _assemble(self, result: ScrapeResult, ts_ms: int, duration_s: float) -> SampleBatch:
         scraped = result.batch
+        mapped: SampleBatch | None = None
         if self.canonical is not None and len(scraped):
             try:
                 mapped = self.canonical(scraped)
             except Exception:  # a mapping bug must not cost the raw samples
                 log.exception("mapping the scrape of %s to canonical metrics failed", self.spec.url)
-                mapped = SampleBatch.empty()
-            if len(mapped):
-                scraped = _concat(scraped, mapped)
-        keys = [self._label(k) for k in scraped.keys]
-        current = set(keys)
-        gone = [k for k in self._previous if k not in current]
-        self._previous = current
-        n_keys = len(keys)
-        all_keys = keys + gone + self._meta_keys
+            if mapped is not None and not len(mapped):
+                mapped = None
+        raw_keys = scraped.keys
+        mapped_keys = mapped.keys if mapped is not None else ()
+        layout = self._layout
+        gone: list[SeriesKey] = []
+        if layout is None or not layout.same(raw_keys, mapped_keys):
+            # New series, vanished ones, another order, or back after a failed scrape (the
+            # layout from before the failure is kept for that): label, find the vanished.
+            spare = self._spare
+            if layout is not None and layout.n_keys:
+                self._spare = layout
+            if spare is not None and spare.same(raw_keys, mapped_keys):
+                layout = spare
+            else:
+                keys = [self._label(k) for k in raw_keys]
+                keys += [self._label(k) for k in mapped_keys]
+                layout = _Layout(raw_keys, mapped_keys, [*keys, *self._meta_keys], len(keys), set(keys))
+            current = layout.keyset
+            gone = [k for k in self._previous if k not in current]
+            self._previous = current
+            self._layout = layout
+        n_keys = layout.n_keys
+        n_extra = len(gone) + 3
         up = 1.0 if result.health.up else 0.0
         meta_values = [up, duration_s, float(len(scraped))]
-        key_index = np.concatenate(
-            [
-                np.asarray(scraped.key_index, np.int64),
-                np.arange(n_keys, n_keys + len(gone) + 3, dtype=np.int64),
-            ]
+        if gone:
+            all_keys = layout.keys[:n_keys] + gone + self._meta_keys
+            key_ids = None
+        else:
+            all_keys = layout.keys
+            key_ids = layout.ids
+        key_parts = [np.asarray(scraped.key_index, np.int64)]
+        ts_parts = [np.asarray(scraped.ts_ms, np.int64)]
+        value_parts = [np.asarray(scraped.values, np.float64)]
+        if mapped is not None:
+            key_parts.append(np.asarray(mapped.key_index, np.int64) + len(raw_keys))
+            ts_parts.append(np.asarray(mapped.ts_ms, np.int64))
+            value_parts.append(np.asarray(mapped.values, np.float64))
+        key_parts.append(np.arange(n_keys, n_keys + n_extra, dtype=np.int64))
+        ts_parts.append(np.full(n_extra, ts_ms, np.int64))
+        value_parts.append(np.asarray([STALE_NAN] * len(gone) + meta_values, np.float64))
+        return SampleBatch(
+            all_keys, np.concatenate(key_parts), np.concatenate(ts_parts), np.concatenate(value_parts), key_ids
         )
-        ts = np.concatenate([np.asarray(scraped.ts_ms, np.int64), np.full(len(gone) + 3, ts_ms, np.int64)])
-        values = np.concatenate(
-            [np.asarray(scraped.values, np.float64), np.full(len(gone), STALE_NAN), np.asarray(meta_values)]
-        )
-        return SampleBatch(all_keys, key_index, ts, values)
+
+    def _learn_ids(self, batch: SampleBatch) -> None:
+        """Keep the store ids an appender resolved for the current layout's keys."""
+        layout, ids = self._layout, batch.key_ids
+        if layout is None or layout.ids is not None or ids is None or len(ids) != len(batch.keys):
+            return
+        if batch.keys is layout.keys:
+            layout.ids = np.asarray(ids, np.int64)
+        elif len(batch.keys) >= layout.n_keys + 3:  # the layout's keys, vanished ones, meta keys
+            layout.ids = np.concatenate([ids[: layout.n_keys], ids[-3:]]).astype(np.int64)
 
 
-def _concat(a: SampleBatch, b: SampleBatch) -> SampleBatch:
-    return SampleBatch(
-        [*a.keys, *b.keys],
-        np.concatenate([np.asarray(a.key_index, np.int64), np.asarray(b.key_index, np.int64) + len(a.keys)]),
-        np.concatenate([np.asarray(a.ts_ms, np.int64), np.asarray(b.ts_ms, np.int64)]),
-        np.concatenate([np.asarray(a.values, np.float64), np.asarray(b.values, np.float64)]),
-    )
+class _Layout:
+    """What one scrape's key lists became (target labels attached, bookkeeping keys after
+    them) and, once known, their store ids; reused while the next scrape returns the same
+    keys in the same order -- the usual case, which then costs no per-series work."""
+
+    __slots__ = ("raw", "mapped", "keys", "n_keys", "keyset", "ids")
+
+    def __init__(
+        self, raw: Sequence[SeriesKey], mapped: Sequence[SeriesKey], keys: list[SeriesKey], n_keys: int,
+        keyset: set[SeriesKey],
+    ) -> None:
+        self.raw, self.mapped, self.keys, self.n_keys, self.keyset = raw, mapped, keys, n_keys, keyset
+        self.ids: Int64Array | None = None
+
+    def same(self, raw: Sequence[SeriesKey], mapped: Sequence[SeriesKey]) -> bool:
+        # Keys are interned by the parser and the mapper, so equal lists are mostly
+        # identical objects and the comparison is pointer by pointer.
+        return (raw is self.raw or _equal(raw, self.raw)) and (mapped is self.mapped or _equal(mapped, self.mapped))
+
+
+def _equal(a: Sequence[SeriesKey], b: Sequence[SeriesKey]) -> bool:
+    if len(a) != len(b):
+        return False
+    return (a if isinstance(a, list) else list(a)) == (b if isinstance(b, list) else list(b))
 
 
 def appender_call(appender: Appender) -> Callable[[SampleBatch], Awaitable[object]]:
-    """Run a blocking appender off the event loop."""
-
-    async def call(batch: SampleBatch) -> object:
-        return await asyncio.to_thread(appender.append, batch)
-
-    return call
+    """Store scrapes through a blocking appender, off the event loop: several scrapes per
+    store append, each call returning once its batch is committed (:mod:`collector.appender`)."""
+    return BatchingAppender(appender)

@@ -33,9 +33,18 @@ SLICE_SAMPLES = 250_000
 
 def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int) -> int:
     head = store.head
-    sid, ts, val = head.unflushed_below(cutoff)
     live = head.last_ts != NEVER
     marked = np.flatnonzero(live & (cutoff > head.flushed_until) & (head.last_ts >= head.flushed_until))
+    if not head.may_hold_unflushed_below(cutoff):
+        # Nothing to write (e.g. under memory pressure, every sample is still inside the
+        # out-of-order window): advancing the marks needs no transaction -- the write-ahead
+        # rows stay valid as they are -- and no pass over the head's samples.
+        if len(marked):
+            head.mark_flushed(marked, cutoff)
+            store.flush_epoch += 1
+            head.trim(np.where(head.last_ts == NEVER, head.last_ts, head.last_ts - retain_ms))
+        return 0
+    sid, ts, val = head.unflushed_below(cutoff)
     if len(sid) == 0 and len(marked) == 0:
         return 0
     all_sid, all_ts, all_val = head.unflushed()

@@ -1,15 +1,33 @@
 """The head: the recent window of every series, in memory, in numpy columns.
 
 Samples arrive as sorted columnar batches (series id, timestamp, value). Appending is O(batch):
-the batch is parked in a pending list. Reads first *compact*: pending batches are merged into
-one block sorted by (series id, timestamp), after which a series is a contiguous slice found by
-binary search. Scrapes arrive in time order, so the merge is a stable sort of a few sorted runs.
+the batch is parked in a pending list. A read first *seals* the pending batches into a block
+sorted by (series id, timestamp) and then searches every block that overlaps its time window;
+a series' samples are one contiguous slice per block, and since the blocks are in append order
+(and appends in time order) those slices, block after block, are the series in time order.
+
+Why blocks, and not one compacted block: with a hundred targets scraped every second the head
+holds tens of millions of samples, and rules and cost reads come several times a second.
+Merging the pending samples into one big sorted block on every read cost a pass over the whole
+head per read -- the largest single cost of a busy service. Blocks are merged size-tiered
+instead (the newest ``_FANIN`` blocks of the same size class become one, by counting rather
+than sorting: ids are dense), so a sample is merged a few times in its life and a read searches
+a dozen blocks or so. Anything that needs the head as one block (checkpoints, trimming) merges
+everything once (:meth:`compact`). A block keeps each series' id once, with the offsets of its
+samples (16 bytes a sample instead of 24); pending batches are sealed without waiting for a
+read once they hold ``_SEAL_PENDING`` samples.
+
+An out-of-order sample (inside the out-of-order window) breaks "later block, later samples";
+the next read then merges everything with a full (series, time) sort, as the store did before.
 
 Per-series bookkeeping lives in arrays indexed by series id (ids are dense database ids):
 
 * ``last_ts`` / ``last_bits``   newest sample, for out-of-order and duplicate checks;
 * ``flushed_until``             every sample below this is in a chunk (exclusive bound);
-* ``head_start``                the head holds every sample of the series at or after this.
+* ``head_start``                the head holds every sample of the series at or after this;
+* ``first_ts``                  no sample of the series in the head is older than this (a lower
+                                bound, exact after a trim): lets a checkpoint see cheaply that
+                                it has nothing to do.
 
 Invariant the reader relies on: ``head_start <= flushed_until``, so chunks (below
 ``flushed_until``) and head (from ``head_start``) together cover the whole series.
@@ -23,6 +41,123 @@ import numpy.typing as npt
 from store.types import Float64Array, Int64Array
 
 NEVER = np.iinfo(np.int64).min
+EMPTY = np.iinfo(np.int64).max  # first_ts of a series without samples in the head
+
+_FANIN = 8  # blocks of one size class merged at once
+_BASE = 1 << 16  # samples: blocks below _FANIN * _BASE are all of the smallest class
+_COUNTING_PARTS = 16  # merges of up to this many runs count instead of sorting
+_SEAL_PENDING = 2_000_000  # samples waiting for a read before they are sealed all the same
+_MAX_BLOCKS = 48  # past this, merge everything (only odd size sequences get here)
+
+
+Run = tuple[Int64Array, Int64Array, Int64Array, Float64Array]  # usid, offs, ts, val (see _Block)
+
+
+def _csr(sid: Int64Array) -> tuple[Int64Array, Int64Array]:
+    """(distinct ids, offsets) of ids sorted ascending: id usid[k] owns [offs[k], offs[k+1])."""
+    n = len(sid)
+    if n == 0:
+        return np.empty(0, np.int64), np.zeros(1, np.int64)
+    starts = np.flatnonzero(np.append(True, sid[1:] != sid[:-1]))
+    return sid[starts], np.append(starts, n).astype(np.int64)
+
+
+class _Block:
+    """Samples sorted by (sid, ts). The ids are kept once per series, not per sample (``usid``
+    and ``offs``, as in a CSR matrix): a third less memory than an id column.
+    ``key()`` = (sid << 42) | ts per sample, built only when a read cuts through the block."""
+
+    __slots__ = ("usid", "offs", "ts", "val", "min_ts", "max_ts", "_key")
+
+    def __init__(self, usid: Int64Array, offs: Int64Array, ts: Int64Array, val: Float64Array) -> None:
+        self.usid, self.offs, self.ts, self.val = usid, offs, ts, val
+        self.min_ts = int(ts.min()) if len(ts) else 0
+        self.max_ts = int(ts.max()) if len(ts) else -1
+        self._key: Int64Array | None = None
+
+    @classmethod
+    def of(cls, sid: Int64Array, ts: Int64Array, val: Float64Array) -> _Block:
+        return cls(*_csr(sid), ts, val)
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def run(self) -> Run:
+        return self.usid, self.offs, self.ts, self.val
+
+    def sid(self) -> Int64Array:
+        """The id of every sample (a new array)."""
+        return np.repeat(self.usid, np.diff(self.offs))
+
+    def segments(self, sids: Int64Array) -> tuple[Int64Array, Int64Array]:
+        """[lo, hi) of each id's samples; an absent id gets lo == hi at its sorted place."""
+        usid = self.usid
+        idx = np.searchsorted(usid, sids, side="left")
+        lo = self.offs[idx]
+        hi = lo.copy()
+        if len(usid):
+            found = (idx < len(usid)) & (usid[np.minimum(idx, len(usid) - 1)] == sids)
+            hi[found] = self.offs[idx[found] + 1]
+        return lo, hi
+
+    def key(self) -> Int64Array:
+        # timestamps are below 2**42 ms (year 2109) and ids below 2**21
+        if self._key is None:
+            self._key = (self.sid() << 42) | np.maximum(self.ts, 0)
+        return self._key
+
+
+def _level(n: int) -> int:
+    level = 0
+    while n >= _BASE * _FANIN:
+        n //= _FANIN
+        level += 1
+    return level
+
+
+def _merge(parts: list[Run], ordered: bool) -> _Block:
+    """One block from runs sorted by (sid, ts). ``ordered``: for every series, the runs' samples
+    are in time order run after run, so merging the runs by series alone is enough; otherwise
+    a full (series, time) sort."""
+    parts = [p for p in parts if len(p[2])]
+    if not parts:
+        empty = np.empty(0, np.int64)
+        return _Block(empty, np.zeros(1, np.int64), empty.copy(), np.empty(0, np.float64))
+    if len(parts) == 1:
+        return _Block(*parts[0])
+    if ordered and len(parts) <= _COUNTING_PARTS:
+        n = sum(len(p[2]) for p in parts)
+        cap = max(int(p[0][-1]) for p in parts) + 1
+        if n * len(parts) >= cap:  # counting costs a pass over every possible id per run
+            return _merge_counting(parts, cap)
+    sid = np.concatenate([np.repeat(p[0], np.diff(p[1])) for p in parts])
+    ts = np.concatenate([p[2] for p in parts])
+    val = np.concatenate([p[3] for p in parts])
+    order = np.argsort(sid, kind="stable") if ordered else np.lexsort((ts, sid))
+    return _Block.of(sid[order], ts[order], val[order])
+
+
+def _merge_counting(parts: list[Run], cap: int) -> _Block:
+    """Merge a few runs sorted by series, run order breaking ties, by counting: ids are dense,
+    so every sample's place follows from per-series counts, with no comparison sort (several
+    times cheaper than a stable argsort of the concatenation, and no gather)."""
+    total = np.zeros(cap, np.int64)
+    for usid, offs, _, _ in parts:
+        total[usid] += np.diff(offs)
+    n = int(total.sum())
+    out_ts = np.empty(n, np.int64)
+    out_val = np.empty(n, np.float64)
+    nxt = np.cumsum(total) - total  # where each series' next samples go
+    for usid, offs, ts, val in parts:
+        counts = np.diff(offs)
+        pos = np.repeat(nxt[usid] - offs[:-1], counts) + np.arange(len(ts), dtype=np.int64)
+        out_ts[pos] = ts
+        out_val[pos] = val
+        nxt[usid] += counts
+    usid = np.flatnonzero(total).astype(np.int64)
+    offs = np.zeros(len(usid) + 1, np.int64)
+    np.cumsum(total[usid], out=offs[1:])
+    return _Block(usid, offs, out_ts, out_val)
 
 
 class Head:
@@ -31,12 +166,13 @@ class Head:
         self.last_bits: npt.NDArray[np.uint64] = np.empty(0, np.uint64)
         self.flushed_until: Int64Array = np.empty(0, np.int64)
         self.head_start: Int64Array = np.empty(0, np.int64)
-        self._sid: Int64Array = np.empty(0, np.int64)
-        self._ts: Int64Array = np.empty(0, np.int64)
-        self._val: Float64Array = np.empty(0, np.float64)
+        self.first_ts: Int64Array = np.empty(0, np.int64)
+        self._blocks: list[_Block] = []
         self._pending: list[tuple[Int64Array, Int64Array, Float64Array]] = []
-        self._pending_ordered = True
-        self._key: Int64Array | None = None  # (sid << 42) | ts of the compacted block, built on demand
+        # False once a sample older than its series' newest arrived: the blocks' order no
+        # longer implies time order, and the next read merges everything.
+        self._ordered = True
+        self._pending_samples = 0
         self.samples = 0
 
     # -- bookkeeping -----------------------------------------------------------------------
@@ -54,6 +190,7 @@ class Head:
         self.last_bits = np.concatenate([self.last_bits, np.zeros(grow, np.uint64)])
         self.flushed_until = np.concatenate([self.flushed_until, np.full(grow, NEVER, np.int64)])
         self.head_start = np.concatenate([self.head_start, np.full(grow, NEVER, np.int64)])
+        self.first_ts = np.concatenate([self.first_ts, np.full(grow, EMPTY, np.int64)])
 
     # -- writes ----------------------------------------------------------------------------
     def add(self, sid: Int64Array, ts: Int64Array, val: Float64Array) -> None:
@@ -61,74 +198,124 @@ class Head:
         if len(sid) == 0:
             return
         self.ensure_capacity(int(sid[-1]))
-        if self._pending_ordered and bool(np.any(ts < self.last_ts[sid])):
-            # An out-of-order sample: the cheap stable merge is no longer enough.
-            self._pending_ordered = False
+        if self._ordered and bool(np.any(ts < self.last_ts[sid])):
+            # An out-of-order sample: block order no longer implies time order.
+            self._ordered = False
         self._pending.append((sid, ts, val))
         self.samples += len(sid)
-        last = np.flatnonzero(np.append(sid[1:] != sid[:-1], True))
+        self._pending_samples += len(sid)
+        change = np.append(sid[1:] != sid[:-1], True)
+        last = np.flatnonzero(change)
+        first = np.append(0, last[:-1] + 1)
+        self.first_ts[sid[first]] = np.minimum(self.first_ts[sid[first]], ts[first])
         newer = ts[last] > self.last_ts[sid[last]]
         last = last[newer]
         self.last_ts[sid[last]] = ts[last]
         self.last_bits[sid[last]] = val[last].view(np.uint64)
+        if self._pending_samples >= _SEAL_PENDING:  # no read for a while: keep pending bounded
+            self._seal()
 
-    def compact(self) -> None:
+    def _seal(self) -> None:
+        """Pending batches become a block; blocks of one size class merge (see the module doc)."""
+        if not self._ordered:
+            self.compact()
+            return
         if not self._pending:
             return
-        sid = np.concatenate([self._sid, *(p[0] for p in self._pending)])
-        ts = np.concatenate([self._ts, *(p[1] for p in self._pending)])
-        val = np.concatenate([self._val, *(p[2] for p in self._pending)])
-        if self._pending_ordered:
-            order = np.argsort(sid, kind="stable")
-        else:
-            order = np.lexsort((ts, sid))
-        self._sid, self._ts, self._val = sid[order], ts[order], val[order]
-        self._key = None
-        self._pending = []
-        self._pending_ordered = True
+        self._blocks.append(_merge(self._pending_runs(), True))
+        self._pending, self._pending_samples = [], 0
+        blocks = self._blocks
+        while len(blocks) >= _FANIN and _level(len(blocks[-_FANIN])) <= _level(len(blocks[-1])):
+            merged = _merge([b.run() for b in blocks[-_FANIN:]], True)
+            del blocks[-_FANIN:]
+            blocks.append(merged)
+        if len(blocks) > _MAX_BLOCKS:
+            self.compact()
+
+    def compact(self) -> None:
+        """Merge every block and pending batch into one block."""
+        if not self._pending and len(self._blocks) <= 1 and self._ordered:
+            return
+        parts = [b.run() for b in self._blocks] + self._pending_runs()
+        self._blocks = [_merge(parts, self._ordered)] if parts else []
+        self._pending, self._pending_samples = [], 0
+        self._ordered = True
+
+    def _pending_runs(self) -> list[Run]:
+        return [(*_csr(sid), ts, val) for sid, ts, val in self._pending]
 
     # -- reads -----------------------------------------------------------------------------
     def bounds(self, sids: Int64Array) -> tuple[Int64Array, Int64Array]:
-        """[lo, hi) positions of each series' samples in the compacted block."""
+        """[lo, hi) positions of each series' samples in the compacted block (:meth:`columns`)."""
         self.compact()
-        return (
-            np.searchsorted(self._sid, sids, side="left"),
-            np.searchsorted(self._sid, sids, side="right"),
-        )
+        sids = np.asarray(sids, np.int64)
+        if not self._blocks:
+            zero = np.zeros(len(sids), np.int64)
+            return zero, zero.copy()
+        return self._blocks[0].segments(sids)
 
     def window(self, sids: Int64Array, start_ms: int, end_ms: int) -> tuple[Int64Array, Int64Array, Int64Array, Float64Array]:
         """Samples of ``sids`` with start <= ts <= end, without a per-series loop: (segment
-        starts, segment counts, ts, values), segment i belonging to ``sids[i]``.
-
-        One binary search over a composite (series, time) key finds every series' window at
-        once; timestamps are below 2**42 ms (year 2109) and ids below 2**21.
-        """
-        self.compact()
-        if self._key is None:
-            self._key = (self._sid << 42) | np.maximum(self._ts, 0)
-        base = sids.astype(np.int64) << 42
-        lo = np.searchsorted(self._key, base | max(start_ms, 0), side="left")
-        hi = np.searchsorted(self._key, base | max(end_ms + 1, 0), side="left")
-        counts = hi - lo
-        starts = np.zeros(len(sids), np.int64)
-        if len(sids) > 1:
+        starts, segment counts, ts, values), segment i belonging to ``sids[i]``."""
+        self._seal()
+        sids = np.asarray(sids, np.int64)
+        picked: list[tuple[_Block, Int64Array, Int64Array]] = []  # block, lo, counts
+        for block in self._blocks:
+            if block.max_ts < start_ms or block.min_ts > end_ms or not len(block):
+                continue
+            if block.min_ts >= start_ms and block.max_ts <= end_ms:  # whole block inside
+                lo, hi = block.segments(sids)
+            else:
+                key, base = block.key(), sids << 42
+                lo = np.searchsorted(key, base | max(start_ms, 0), side="left")
+                hi = np.searchsorted(key, base | max(end_ms + 1, 0), side="left")
+            picked.append((block, lo, hi - lo))
+        n = len(sids)
+        starts = np.zeros(n, np.int64)
+        if not picked:
+            counts = np.zeros(n, np.int64)
+            return starts, counts, np.empty(0, np.int64), np.empty(0, np.float64)
+        if len(picked) == 1:
+            block, lo, counts = picked[0]
+            if n > 1:
+                np.cumsum(counts[:-1], out=starts[1:])
+            total = int(counts.sum())
+            # positions lo[i] .. lo[i]+counts[i]-1 for every i, as one index array
+            index = np.arange(total, dtype=np.int64) - np.repeat(starts - lo, counts)
+            return starts, counts, block.ts[index], block.val[index]
+        counts = np.sum([c for _, _, c in picked], axis=0).astype(np.int64)
+        if n > 1:
             np.cumsum(counts[:-1], out=starts[1:])
         total = int(counts.sum())
-        # positions lo[i] .. hi[i]-1 for every i, as one index array
-        index = np.arange(total, dtype=np.int64) - np.repeat(starts - lo, counts)
-        return starts, counts, self._ts[index], self._val[index]
+        out_ts = np.empty(total, np.int64)
+        out_val = np.empty(total, np.float64)
+        offset = starts.copy()  # where each series' next block segment goes
+        for block, lo, c in picked:
+            m = int(c.sum())
+            if m:
+                local = np.zeros(n, np.int64)
+                if n > 1:
+                    np.cumsum(c[:-1], out=local[1:])
+                ramp = np.arange(m, dtype=np.int64)
+                src = ramp - np.repeat(local - lo, c)
+                dst = ramp - np.repeat(local - offset, c)
+                out_ts[dst] = block.ts[src]
+                out_val[dst] = block.val[src]
+            offset += c
+        return starts, counts, out_ts, out_val
 
     def columns(self) -> tuple[Int64Array, Int64Array, Float64Array]:
-        """The compacted block: (sid, ts, value), sorted by (sid, ts)."""
+        """The whole head as one block: (sid, ts, value), sorted by (sid, ts)."""
         self.compact()
-        return self._sid, self._ts, self._val
+        if not self._blocks:
+            empty = np.empty(0, np.int64)
+            return empty, empty.copy(), np.empty(0, np.float64)
+        block = self._blocks[0]
+        return block.sid(), block.ts, block.val
 
     def series(self, sid: int, start_ms: int = NEVER, end_ms: int = 2**62) -> tuple[Int64Array, Float64Array]:
-        lo, hi = self.bounds(np.asarray([sid], np.int64))
-        ts = self._ts[lo[0] : hi[0]]
-        val = self._val[lo[0] : hi[0]]
-        a, b = np.searchsorted(ts, [start_ms, end_ms + 1])
-        return ts[a:b], val[a:b]
+        _, _, ts, val = self.window(np.asarray([sid], np.int64), start_ms, end_ms)
+        return ts, val
 
     def value_at(self, sid: int, ts_ms: int) -> float | None:
         ts, val = self.series(sid, ts_ms, ts_ms)
@@ -152,22 +339,38 @@ class Head:
         mask = ts >= self.flushed_until[sid] if len(sid) else np.zeros(0, bool)
         return sid[mask], ts[mask], val[mask]
 
+    def may_hold_unflushed_below(self, cutoff: Int64Array) -> bool:
+        """False only when no series can have an unflushed sample below its cutoff (cheap:
+        per-series arrays only, no pass over the samples)."""
+        n = min(len(cutoff), self.capacity)
+        lower = np.maximum(self.flushed_until[:n], self.first_ts[:n])
+        return bool(np.any(cutoff[:n] > lower))
+
     def mark_flushed(self, sids: Int64Array, cutoff: Int64Array) -> None:
         self.flushed_until[sids] = np.maximum(self.flushed_until[sids], cutoff[sids])
 
     def trim(self, keep_from: Int64Array) -> int:
         """Drop flushed samples older than ``keep_from[sid]``; returns how many were dropped."""
+        if self.samples == 0:
+            return 0
+        bound = np.minimum(keep_from, self.flushed_until)
+        touched = bound > self.head_start
+        if not bool(np.any(bound > self.first_ts)):  # nothing that old is held: no pass over the samples
+            self.head_start[touched] = bound[touched]
+            return 0
         sid, ts, val = self.columns()
         if len(sid) == 0:
             return 0
-        bound = np.minimum(keep_from, self.flushed_until)
         keep = ts >= bound[sid]
         dropped = int(len(keep) - np.count_nonzero(keep))
         if dropped:
-            self._sid, self._ts, self._val = sid[keep], ts[keep], val[keep]
-            self._key = None
+            sid, ts, val = sid[keep], ts[keep], val[keep]
+            self._blocks = [_Block.of(sid, ts, val)] if len(sid) else []
             self.samples -= dropped
-        touched = bound > self.head_start
+        # exact again: the oldest sample of each series still held (sorted by sid, ts)
+        self.first_ts[:] = EMPTY
+        if len(sid):
+            firsts = np.flatnonzero(np.append(True, sid[1:] != sid[:-1]))
+            self.first_ts[sid[firsts]] = ts[firsts]
         self.head_start[touched] = bound[touched]
         return dropped
-

@@ -332,13 +332,11 @@ class TimeSeriesStore:
         """Copies of the head's samples for ``sids`` in [start, end], plus the boundaries."""
         with self.lock:
             self.head.ensure_capacity(int(sids.max()) if len(sids) else 0)
-            col_sid, col_ts, col_val = self.head.columns()
-            lo, hi = self.head.bounds(sids)
-            parts = []
-            for s, a, b in zip(sids.tolist(), lo.tolist(), hi.tolist()):
-                ts = col_ts[a:b]
-                i, j = np.searchsorted(ts, [start_ms, end_ms + 1])
-                parts.append((s, ts[i:j].copy(), col_val[a + i : a + j].copy()))
+            starts, counts, ts, val = self.head.window(sids, start_ms, end_ms)
+            parts = [
+                (s, ts[a : a + c], val[a : a + c])
+                for s, a, c in zip(sids.tolist(), starts.tolist(), counts.tolist())
+            ]
             return HeadSnapshot(
                 parts,
                 self.head.head_start[sids].copy(),
@@ -367,7 +365,14 @@ class HeadSnapshot:
 
 
 def _sorted(sid: Int64Array, ts: Int64Array, val: Float64Array) -> tuple[Int64Array, Int64Array, Float64Array]:
+    """The batch in (series, time) order. A batch of several scrapes is a few runs that are
+    each in series order (and in time order per series): a stable sort by series merges those
+    runs in little more than one pass, where a two-key sort would start from scratch."""
     if len(sid) > 1 and not bool(np.all(sid[1:] > sid[:-1])):
-        order = np.lexsort((ts, sid))
-        return sid[order], ts[order], val[order]
+        order = np.argsort(sid, kind="stable")
+        s, t = sid[order], ts[order]
+        if bool(np.any((s[1:] == s[:-1]) & (t[1:] < t[:-1]))):
+            order = np.lexsort((ts, sid))
+            s, t = sid[order], ts[order]
+        return s, t, val[order]
     return sid, ts, val

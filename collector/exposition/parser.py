@@ -25,14 +25,28 @@ then dropped), nothing but blank lines after ``# EOF``; a missing ``# EOF`` is a
 with ``openmetrics=True``.  Family of a sample, for ``keep_family``: its name, less a
 ``_bucket``/``_count``/``_sum``/``_total``/``_created``/``_info`` (or ``_gcount``/``_gsum``)
 suffix when a TYPE line declared the shorter name with a type that has that suffix.
+
+Same body shape, values only: a target usually answers with the same lines in the same order,
+only the numbers changing. After a full parse the cache keeps the body's *layout* -- every
+comment and blank line verbatim, and each sample line's text up to its value -- and the next
+parse first tries it: split the lines, compare the non-sample lines as one tuple, check each
+sample line starts with its remembered prefix and convert the rest with ``float``, all as
+C-level ``map`` calls with no Python code per line. It applies only when everything matches
+and every value passes the same checks as in the full parse (so the two accept exactly the
+same bodies with the same results); otherwise the full parse runs, and records a new layout.
+The batch it returns reuses the previous keys list (so later stages can tell "same series"
+by identity).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import getitem, itemgetter
+from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 
 from collector.exposition.lines import (
     _Bad,
@@ -99,7 +113,8 @@ class SeriesCache:
     Keys are interned: equal keys are the same object.
     """
 
-    __slots__ = ("max_entries", "hits", "misses", "_labelled", "_plain", "_comments", "_intern")
+    __slots__ = ("max_entries", "hits", "misses", "_labelled", "_plain", "_comments", "_intern", "_pairs",
+                 "_layout", "_layout_misses")
 
     def __init__(self, max_entries: int = 100_000) -> None:
         if max_entries < 1:
@@ -110,6 +125,9 @@ class SeriesCache:
         self._plain: dict[str, SeriesKey] = {}  # bare metric names
         self._comments: dict[str, tuple[str, ...]] = {}  # validated comment lines
         self._intern: dict[SeriesKey, SeriesKey] = {}
+        self._pairs: dict[tuple[str, str], tuple[str, str]] = {}  # shared label pairs
+        self._layout: _Layout | None = None  # the last fully parsed body's shape
+        self._layout_misses = 0  # bodies in a row that did not fit the layout
 
     def __len__(self) -> int:
         return len(self._labelled) + len(self._plain)
@@ -121,8 +139,9 @@ class SeriesCache:
         return self._plain.get(series_text)
 
     def clear(self) -> None:
-        for part in (self._labelled, self._plain, self._comments, self._intern):
+        for part in (self._labelled, self._plain, self._comments, self._intern, self._pairs):
             part.clear()
+        self._layout = None
 
     def _bound(self) -> SeriesCache:
         if max(len(self), len(self._comments)) >= self.max_entries:
@@ -164,13 +183,25 @@ def parse_exposition(
     malformed line.  ``keep_family(family)`` returning False drops that family's samples."""
     text = _decode(body)
     om = openmetrics  # None: undecided until a line needs it or the loop has seen every line
+    cached = cache is not None and keep_family is None
     cache = SeriesCache() if cache is None else cache._bound()
+    if cached and (layout := cache._layout) is not None and layout.openmetrics_arg == openmetrics:
+        fast = layout.parse(text, default_ts_ms)
+        if fast is not None:
+            cache._layout_misses = 0
+            cache.hits += len(fast.batch)
+            return fast
+    if cached:
+        cache._layout_misses += 1
     labelled, plain, comments = cache._labelled, cache._plain, cache._comments
     labelled_get, plain_get, comments_get = labelled.get, plain.get, comments.get
     intern = cache._intern
+    pairs_setdefault = cache._pairs.setdefault
     lines = text.split("\n")
     keys_seq, values, ts_pos, ts_val = list[SeriesKey](), list[float](), list[int](), list[int]()
     add_key, add_value = keys_seq.append, values.append
+    sample_lines = list[int]()  # 0-based line numbers of the samples, for the layout
+    add_line = sample_lines.append
     types, helps, units = dict[str, str](), dict[str, str](), dict[str, str]()  # from metadata lines
     decided, by_family = dict[str, bool](), dict[str, bool]()  # keep_family verdicts: by name, family
     decided_get = decided.get
@@ -236,7 +267,14 @@ def parse_exposition(
                     skipped += 1
                     continue
                 has_labels, series, key, end = parsed
-                key = intern.setdefault(key, key)
+                found = intern.get(key)
+                if found is None:
+                    # a new key shares its (name, value) pairs with the keys before it: a
+                    # target's series repeat the same few label pairs many times over
+                    key = SeriesKey(key.name, tuple([pairs_setdefault(p, p) for p in key.labels]))
+                    intern[key] = key
+                else:
+                    key = found
                 (labelled if has_labels else plain)[series] = key
                 misses += 1
                 rest, exemplar = line[end:], None
@@ -265,6 +303,7 @@ def parse_exposition(
                 _check_exemplar(exemplar)
             add_key(key)
             add_value(value)
+            add_line(lineno)
     except _Bad as exc:
         raise ParseError(lineno, exc.args[0], lines[lineno - 1]) from None
 
@@ -280,8 +319,91 @@ def parse_exposition(
     default_type = "unknown" if om else "untyped"  # undecided still: no EOF/UNIT line, 0.0.4
     families = {n: FamilyMeta(n, types.get(n, default_type), helps.get(n, ""), units.get(n, ""))
                 for n in dict.fromkeys([*types, *helps, *units])}
-    return ParseResult(_build_batch(keys_seq, values, ts_pos, ts_val, default_ts_ms), families,
-                       skipped, misses, bool(om))
+    result = ParseResult(_build_batch(keys_seq, values, ts_pos, ts_val, default_ts_ms), families,
+                         skipped, misses, bool(om))
+    misses_in_a_row = cache._layout_misses
+    if cached and not ts_pos and not skipped and (misses_in_a_row <= 2 or misses_in_a_row % 16 == 0):
+        # (a target whose body changes shape every time tries a new layout only now and then)
+        cache._layout = _Layout.build(lines, sample_lines, result, openmetrics)
+    return result
+
+
+class _Layout:
+    """A body's shape: its non-sample lines verbatim, each sample line's text before the value,
+    and the parse result's keys (see the module doc)."""
+
+    __slots__ = ("openmetrics_arg", "n_lines", "other", "get_other", "get_samples", "prefixes", "cuts",
+                 "keys", "key_index", "families", "openmetrics", "n")
+
+    def __init__(self, lines: list[str], sample_lines: list[int], prefixes: list[str], result: ParseResult,
+                 openmetrics_arg: bool | None) -> None:
+        self.openmetrics_arg = openmetrics_arg
+        self.n_lines = len(lines)
+        taken = set(sample_lines)
+        other = [i for i in range(len(lines)) if i not in taken]
+        self.get_other = _getter(other)
+        self.other = self.get_other(lines)
+        self.get_samples = _getter(sample_lines)
+        self.prefixes = prefixes
+        self.cuts = [slice(len(p), None) for p in prefixes]
+        batch = result.batch
+        self.keys = batch.keys
+        self.key_index = np.asarray(batch.key_index, np.int64)
+        self.key_index.flags.writeable = False
+        self.families = dict(result.families)
+        self.openmetrics = result.openmetrics
+        self.n = len(sample_lines)
+
+    @classmethod
+    def build(cls, lines: list[str], sample_lines: list[int], result: ParseResult,
+              openmetrics_arg: bool | None) -> _Layout | None:
+        """The layout of a body just parsed, or None when its sample lines do not have the
+        plain ``<series text><blank>value`` shape this fast path handles."""
+        if not sample_lines:
+            return None
+        texts = [lines[i - 1] for i in sample_lines]  # sample_lines holds 1-based numbers
+        prefixes = [t[: t.rfind(" ") + 1] for t in texts]
+        if "" in prefixes:
+            return None
+        layout = cls(lines, [i - 1 for i in sample_lines], prefixes, result, openmetrics_arg)
+        values = layout._values(texts)
+        expected = np.asarray(result.batch.values, np.float64)
+        if values is None or not np.array_equal(values.view(np.uint64), expected.view(np.uint64)):
+            return None  # e.g. an exemplar or a timestamp after the value
+        return layout
+
+    def _values(self, texts: tuple[str, ...] | list[str]) -> npt.NDArray[np.float64] | None:
+        if not all(map(str.startswith, texts, self.prefixes)):
+            return None
+        rests = cast(list[str], list(map(getitem, texts, self.cuts)))
+        joined = "".join(rests)
+        if "_" in joined or not joined.isascii():  # what float() takes but the grammar does not
+            return None
+        try:
+            return np.array(list(map(float, rests)), dtype=np.float64)
+        except ValueError:
+            return None
+
+    def parse(self, text: str, default_ts_ms: int) -> ParseResult | None:
+        """The body parsed through this layout, or None when it does not fit."""
+        lines = text.split("\n")
+        if len(lines) != self.n_lines or self.get_other(lines) != self.other:
+            return None
+        values = self._values(self.get_samples(lines))
+        if values is None:
+            return None
+        batch = SampleBatch(self.keys, self.key_index, np.full(self.n, default_ts_ms, np.int64), values)
+        return ParseResult(batch, dict(self.families), 0, 0, self.openmetrics)
+
+
+def _getter(indices: list[int]) -> Callable[[list[str]], tuple[str, ...]]:
+    """``lines -> tuple(lines[i] for i in indices)`` in one C call."""
+    if not indices:
+        return lambda lines: ()
+    if len(indices) == 1:
+        only = indices[0]
+        return lambda lines: (lines[only],)
+    return itemgetter(*indices)
 
 
 def _build_batch(keys_seq: list[SeriesKey], values: list[float], ts_pos: list[int],

@@ -100,6 +100,7 @@ class PlanBook:
         self._slots: dict[SeriesKey, int] = {}
         self._groups: dict[tuple[object, ...], int] = {}
         self._plans: dict[tuple[KnownEngine, SeriesKey], tuple[Contribution, ...]] = {}
+        self._pairs: dict[tuple[str, str], tuple[str, str]] = {}
 
     def clear(self) -> None:
         self.generation += 1
@@ -107,6 +108,7 @@ class PlanBook:
         self._slots.clear()
         self._groups.clear()
         self._plans.clear()
+        self._pairs.clear()
 
     def reserve(self, n: int) -> None:
         """Make room for ``n`` more plans: clears the book when it would pass ``max_series``
@@ -145,6 +147,8 @@ class PlanBook:
             if built is None:
                 continue
             ckey, weight = built
+            # canonical keys repeat the same few label pairs: share them rather than copy them
+            ckey = SeriesKey(ckey.name, tuple([self._pairs.setdefault(p, p) for p in ckey.labels]))
             out.append(
                 Contribution(
                     slot=self._slot(ckey, _KIND[rule.agg]),

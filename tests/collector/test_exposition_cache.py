@@ -187,3 +187,62 @@ def test_keep_family_keeps_exactly_the_chosen_samples(body: str) -> None:
             kept = parse(body, keep_family=_even_initial, cache=cache)
             assert triples(kept) == [t for t in triples(full) if _even_initial(t[0])]
             assert kept.skipped_samples == len(full.batch) - len(kept.batch)
+
+
+# --- the layout fast path: a body of the same shape as the last one -----------------------------
+
+_VALUE_TEXTS = ["0", "1", "-2.5e3", "12.75", "NaN", "+Inf", "-Inf", "nan", "1e400", "0x10", "1_0", "\u0663",
+                "x", "", " 7", "7 ", "7\r", "\t7", "7 1234", "7 1.5", '7 # {a="b"} 1', "7  8", "+1", ".5"]
+
+
+@st.composite
+def same_shape(draw: st.DrawFn) -> tuple[str, str, bool | None]:
+    """A valid body, and the same body with some values (or, now and then, anything) changed."""
+    base = draw(st.sampled_from([VALID, OPENMETRICS, DCGM, VLLM]))
+    lines = base.split("\n")
+    out = []
+    for line in lines:
+        cut = line.rfind(" ")
+        if line and not line.startswith("#") and cut > 0 and draw(st.integers(0, 3)) == 0:
+            line = line[: cut + 1] + draw(st.sampled_from(_VALUE_TEXTS))
+        out.append(line)
+    body = "\n".join(out)
+    if draw(st.integers(0, 4)) == 0:
+        pos = draw(st.integers(0, len(body)))
+        body = body[:pos] + draw(st.sampled_from(["\n", " ", "#", "x", "{", '"', "\r\n"])) + body[pos:]
+    openmetrics = draw(st.sampled_from([None, True])) if base is OPENMETRICS else None
+    return base, body, openmetrics
+
+
+def _full_outcome(body: str, cache: SeriesCache | None, openmetrics: bool | None) -> tuple[object, ...]:
+    try:
+        res = parse(body, cache=cache, openmetrics=openmetrics)
+    except ParseError as err:
+        return ("error", err.line, err.reason)
+    return (triples(res), res.batch.ts_ms.tolist(), res.batch.key_index.tolist(), res.skipped_samples,
+            res.families, res.openmetrics)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(same_shape())
+def test_layout_fast_path_equals_a_cold_parse(case: tuple[str, str, bool | None]) -> None:
+    base, body, openmetrics = case
+    cold = _full_outcome(body, None, openmetrics)
+    cache = SeriesCache()
+    for _ in range(2):  # the second parse of the base body already goes through its layout
+        assert _full_outcome(base, cache, openmetrics) == _full_outcome(base, None, openmetrics)
+    assert _full_outcome(body, cache, openmetrics) == cold
+    assert _full_outcome(base, cache, openmetrics) == _full_outcome(base, None, openmetrics)
+
+
+def test_layout_reuses_the_keys_and_only_parses_values() -> None:
+    cache = SeriesCache()
+    first = parse(DCGM, cache=cache)
+    second = parse(DCGM.replace(" 1", " 2"), cache=cache)  # values only
+    assert second.batch.keys is first.batch.keys and second.new_series == 0
+    assert cache.hits == len(second.batch)
+    changed = parse(DCGM + 'DCGM_FI_DEV_GPU_TEMP{gpu="9"} 40\n', cache=cache)  # a new series
+    assert changed.new_series == 1 and changed.batch.keys is not first.batch.keys
+    parse(DCGM, cache=cache)
+    with pytest.raises(ParseError, match="line 3: invalid value"):
+        parse(DCGM.replace(" 1980", " two"), cache=cache)  # same shape, a bad value: the full parse says why

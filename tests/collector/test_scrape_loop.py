@@ -84,3 +84,61 @@ def test_failed_and_vanished_series_are_marked_stale() -> None:
     assert len(stale) == 1 and np.float64(stale[0].value).view(np.uint64) == np.float64(STALE_NAN).view(np.uint64)
     # a raising source reads as a failed scrape and the loop goes on
     assert by_name(batches[3])[("up", (("instance", "w1:8000"), ("job", "vllm"), ("zone", "a")))] == 0.0
+
+
+def test_unchanged_scrapes_reuse_the_labelled_layout_and_learn_store_ids() -> None:
+    a, b = SeriesKey.of("a"), SeriesKey.of("b")
+    keys = [a, b]
+    same = [ScrapeResult(SampleBatch.one_per_key(keys, 1000, np.asarray([float(i), 2.0])), Health.ok()) for i in range(3)]
+    stored: list[SampleBatch] = []
+
+    async def append(batch: SampleBatch) -> None:  # an appender that resolves ids, as the store's does
+        stored.append(batch)
+        if batch.key_ids is None:
+            batch.key_ids = np.arange(10, 10 + len(batch.keys), dtype=np.int64)
+
+    loop = ScrapeLoop(SPEC, ScriptedSource([*same, good((a, 5.0))]), append, ManualClock(5_000), random.Random(1))
+
+    async def main() -> None:
+        for _ in range(4):
+            await loop.scrape_once()
+
+    asyncio.run(main())
+    first, second, third, fourth = stored
+    assert second.keys is first.keys and third.keys is first.keys  # nothing labelled again
+    assert first.key_ids is not None and second.key_ids is not None
+    assert second.key_ids.tolist() == first.key_ids.tolist()  # handed back to the store
+    assert [v for v in by_name(third).values()][:2] == [2.0, 2.0]
+    stale = [s for s in fourth.samples() if s.series.name == "b"]  # b vanished: marked stale once
+    assert len(stale) == 1 and is_stale_marker(np.asarray([stale[0].value]))[0]
+    assert fourth.key_ids is not None and len(fourth.key_ids) == len(fourth.keys)
+
+
+def test_a_target_back_from_a_failure_reuses_its_layout() -> None:
+    keys = [SeriesKey.of("a"), SeriesKey.of("b")]
+
+    def ok() -> ScrapeResult:
+        return ScrapeResult(SampleBatch.one_per_key(keys, 1000, np.asarray([1.0, 2.0])), Health.ok())
+
+    stored: list[SampleBatch] = []
+    resolved: list[int] = []
+
+    async def append(batch: SampleBatch) -> None:
+        stored.append(batch)
+        if batch.key_ids is None:
+            resolved.append(len(batch.keys))
+            batch.key_ids = np.arange(1, 1 + len(batch.keys), dtype=np.int64)
+
+    results = [ok(), ScrapeResult.failed("timeout", "slow"), ok(), ok()]
+    loop = ScrapeLoop(SPEC, ScriptedSource(results), append, ManualClock(5_000), random.Random(1))
+
+    async def main() -> None:
+        for _ in range(4):
+            await loop.scrape_once()
+
+    asyncio.run(main())
+    good1, failed, good2, good3 = stored
+    assert sum(is_stale_marker(np.asarray(failed.values)).tolist()) == 2  # both series marked stale
+    assert good2.keys is good1.keys and good3.keys is good1.keys  # labelled once, ids kept
+    assert resolved == [len(good1.keys), len(failed.keys)]  # no lookup after the recovery
+    assert good2.key_ids is not None and good2.key_ids.tolist() == good1.key_ids.tolist()  # type: ignore[union-attr]

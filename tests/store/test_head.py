@@ -1,0 +1,124 @@
+"""The head's blocks against a plain reference: every read agrees, whatever the order of adds,
+reads, out-of-order samples, flushes and trims."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import store.head as head_module
+from store.head import NEVER, Head
+
+Ref = dict[int, list[tuple[int, float]]]
+
+
+def _batch(rng: random.Random, ref: Ref, head: Head, t: int, out_of_order: bool) -> None:
+    sids = sorted(rng.sample(range(1, 40), rng.randint(1, 12)))
+    rows: list[tuple[int, int, float]] = []
+    for sid in sids:
+        held = {ts for ts, _ in ref.get(sid, [])}
+        for k in range(rng.choice([1, 1, 1, 2, 3])):
+            ts = t + k
+            if out_of_order and rng.random() < 0.3:
+                ts = t - rng.randint(1, 50)
+            if ts in held or any(r[0] == sid and r[1] == ts for r in rows):
+                continue
+            rows.append((sid, ts, rng.random()))
+    rows.sort()
+    for sid, ts, val in rows:
+        ref.setdefault(sid, []).append((ts, val))
+    if rows:
+        cols = list(zip(*rows))
+        head.add(np.asarray(cols[0], np.int64), np.asarray(cols[1], np.int64), np.asarray(cols[2], np.float64))
+
+
+def _expected(ref: Ref, sids: list[int], start: int, end: int) -> list[list[tuple[int, float]]]:
+    return [sorted((ts, v) for ts, v in ref.get(s, []) if start <= ts <= end) for s in sids]
+
+
+def _check_window(head: Head, ref: Ref, sids: list[int], start: int, end: int) -> None:
+    starts, counts, ts, val = head.window(np.asarray(sids, np.int64), start, end)
+    got = [
+        list(zip(ts[a : a + c].tolist(), val[a : a + c].tolist()))
+        for a, c in zip(starts.tolist(), counts.tolist())
+    ]
+    assert got == _expected(ref, sids, start, end)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("small_blocks", [False, True])
+def test_blocks_read_like_one_sorted_head(seed: int, small_blocks: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if small_blocks:  # exercise size classes and the block cap with a few samples
+        monkeypatch.setattr(head_module, "_BASE", 2)
+        monkeypatch.setattr(head_module, "_MAX_BLOCKS", 6)
+        monkeypatch.setattr(head_module, "_SEAL_PENDING", 20)  # adds seal too, not only reads
+    rng = random.Random(seed)
+    head, ref = Head(), Ref()
+    t = 1000
+    for _ in range(150):
+        op = rng.random()
+        if op < 0.55:
+            t += rng.randint(1, 5)
+            _batch(rng, ref, head, t, out_of_order=rng.random() < 0.1)
+        elif op < 0.85:
+            sids = [rng.randint(0, 45) for _ in range(rng.randint(0, 8))]
+            start = rng.randint(900, t + 5)
+            _check_window(head, ref, sids, start, start + rng.randint(0, 60))
+        elif op < 0.92:
+            sid = rng.randint(1, 39)
+            held = ref.get(sid, [])
+            if held:
+                ts, val = rng.choice(held)
+                assert head.value_at(sid, ts) == val
+                assert head.bits_at(sid, ts) == int(np.float64(val).view(np.uint64))
+            assert head.value_at(sid, -5) is None
+            ts_all, _ = head.series(sid)
+            assert ts_all.tolist() == sorted(ts for ts, _ in held)
+        else:  # flush everything older than a cutoff, then trim what is older than keep_from
+            head.ensure_capacity(45)
+            cutoff = np.full(head.capacity, t - rng.randint(0, 40), np.int64)
+            live = np.flatnonzero(head.last_ts != NEVER)
+            head.mark_flushed(live, cutoff)
+            keep_from = np.full(head.capacity, t - rng.randint(0, 60), np.int64)
+            bound = np.minimum(keep_from, head.flushed_until)
+            dropped = head.trim(keep_from)
+            expected_drop = 0
+            for sid in list(ref):
+                kept = [(ts, v) for ts, v in ref[sid] if ts >= bound[sid]]
+                expected_drop += len(ref[sid]) - len(kept)
+                ref[sid] = kept
+            assert dropped == expected_drop
+            assert head.samples == sum(len(v) for v in ref.values())
+    col_sid, col_ts, col_val = head.columns()
+    flat = sorted((s, ts_, v) for s, rows in ref.items() for ts_, v in rows)
+    assert list(zip(col_sid.tolist(), col_ts.tolist(), col_val.tolist())) == flat
+    lo, hi = head.bounds(np.asarray([3, 7], np.int64))
+    assert (hi - lo).tolist() == [len(ref.get(3, [])), len(ref.get(7, []))]
+
+
+def test_first_ts_tells_a_checkpoint_it_has_nothing_to_do() -> None:
+    head = Head()
+    head.add(np.asarray([1, 2], np.int64), np.asarray([5000, 6000], np.int64), np.asarray([1.0, 2.0]))
+    cutoff = np.full(head.capacity, NEVER, np.int64)
+    cutoff[1] = cutoff[2] = 5000  # nothing below 5000 is held
+    assert not head.may_hold_unflushed_below(cutoff)
+    cutoff[2] = 6001
+    assert head.may_hold_unflushed_below(cutoff)
+    head.mark_flushed(np.asarray([2], np.int64), cutoff)  # 6000 of series 2 is flushed now
+    assert not head.may_hold_unflushed_below(cutoff)
+
+
+def test_many_pending_batches_and_a_wide_id_range() -> None:
+    head, ref = Head(), Ref()
+    for step in range(40):  # more runs than a counting merge takes, ids far apart
+        sids = np.asarray([3, 500 + step, 100_000], np.int64)
+        ts = np.full(3, 1000 + step, np.int64)
+        vals = np.asarray([step, step + 0.5, -step], np.float64)
+        head.add(sids, ts, vals)
+        for s, t, v in zip(sids.tolist(), ts.tolist(), vals.tolist()):
+            ref.setdefault(s, []).append((t, v))
+    _check_window(head, ref, [100_000, 3, 520, 7], 0, 5000)
+    _check_window(head, ref, [100_000, 3], 1010, 1020)
+    assert len(head._blocks) == 1 and head.samples == 120

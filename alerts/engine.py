@@ -180,8 +180,9 @@ class RuleEngine:
             state = self.states[rule.key]
             transitions = state.step(at_ms, results)
             instances = dict(state.instances)
-        if transitions and self.state_store is not None:
-            self.state_store.save(rule.key, instances, transitions)
+            dropped, state.dropped = state.dropped, set()
+        if (transitions or dropped) and self.state_store is not None:
+            self.state_store.save(rule.key, instances, transitions, dropped)
         firing = [i for i in instances.values() if i.state == FIRING]
         for observer in self.observers:
             observer(rule, firing, at_ms)

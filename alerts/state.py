@@ -65,6 +65,8 @@ class RuleState:
     keep_firing_for_ms: int = 0
     resolved_retention_ms: int = RESOLVED_RETENTION_MS
     instances: dict[str, AlertInstance] = field(default_factory=dict)
+    # Resolved label sets forgotten after their retention, not yet removed from storage.
+    dropped: set[str] = field(default_factory=set)
 
     def step(
         self, now_ms: int, results: list[tuple[dict[str, str], dict[str, str], float]]
@@ -110,6 +112,7 @@ class RuleState:
                 move(inst, RESOLVED)
             elif inst.state == RESOLVED and now_ms - (inst.resolved_at_ms or now_ms) >= self.resolved_retention_ms:
                 del self.instances[fp]
+                self.dropped.add(fp)
         return changes
 
     def alerts(self, generator_url: str = "") -> list[Alert]:

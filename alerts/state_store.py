@@ -35,24 +35,18 @@ class AlertStateStore:
                 out.setdefault(row.rule_key, {})[row.fingerprint] = inst
         return out
 
-    def save(self, rule_key: str, instances: dict[str, AlertInstance], transitions: list[Transition]) -> None:
-        """Replace the rule's rows and append its transitions, in one transaction."""
-        rows = [
-            {
-                "rule_key": rule_key,
-                "fingerprint": fp,
-                "labels": json.dumps(inst.labels, sort_keys=True),
-                "annotations": json.dumps(inst.annotations, sort_keys=True),
-                "state": inst.state,
-                "active_at_ms": inst.active_at_ms,
-                "fired_at_ms": inst.fired_at_ms,
-                "resolved_at_ms": inst.resolved_at_ms,
-                "keep_firing_since_ms": inst.keep_firing_since_ms,
-                "last_eval_ms": inst.last_eval_ms,
-                "value": inst.value if inst.value == inst.value else None,
-            }
-            for fp, inst in instances.items()
-        ]
+    def save(
+        self,
+        rule_key: str,
+        instances: dict[str, AlertInstance],
+        transitions: list[Transition],
+        dropped: set[str] | frozenset[str] = frozenset(),
+    ) -> None:
+        """Write the rows of the label sets that changed state (insert, replace or drop) and
+        append the transitions, in one transaction. Only transitions touch the database, and
+        only their rows: a rule with thousands of steady alerts costs nothing per cycle."""
+        changed = sorted({t.fingerprint for t in transitions} | set(dropped))
+        rows = [_row(rule_key, fp, instances[fp]) for fp in changed if fp in instances]
         events = [
             {
                 "at_ms": t.at_ms,
@@ -67,7 +61,12 @@ class AlertStateStore:
             for t in transitions
         ]
         with self.engine.begin() as conn:
-            conn.execute(sa.delete(alert_state).where(alert_state.c.rule_key == rule_key))
+            for i in range(0, len(changed), 500):
+                conn.execute(
+                    sa.delete(alert_state).where(
+                        alert_state.c.rule_key == rule_key, alert_state.c.fingerprint.in_(changed[i : i + 500])
+                    )
+                )
             if rows:
                 conn.execute(sa.insert(alert_state), rows)
             if events:
@@ -93,3 +92,19 @@ class AlertStateStore:
                 }
                 for r in conn.execute(query)
             ]
+
+
+def _row(rule_key: str, fp: str, inst: AlertInstance) -> dict[str, object]:
+    return {
+        "rule_key": rule_key,
+        "fingerprint": fp,
+        "labels": json.dumps(inst.labels, sort_keys=True),
+        "annotations": json.dumps(inst.annotations, sort_keys=True),
+        "state": inst.state,
+        "active_at_ms": inst.active_at_ms,
+        "fired_at_ms": inst.fired_at_ms,
+        "resolved_at_ms": inst.resolved_at_ms,
+        "keep_firing_since_ms": inst.keep_firing_since_ms,
+        "last_eval_ms": inst.last_eval_ms,
+        "value": inst.value if inst.value == inst.value else None,
+    }

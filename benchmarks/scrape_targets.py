@@ -130,13 +130,32 @@ def vllm_lines(target: int, n_series: int) -> list[tuple[str, str, str]]:
     return out[:n_series]
 
 
+_ERROR_FIELDS = ("ECC", "XID", "RETIRED", "REMAPPED", "ROW_REMAP", "REPLAY", "NVLINK_CRC", "NVLINK_RECOVERY")
+
+
+def _is_error_field(name: str) -> bool:
+    """Error counters and codes of a healthy fleet stay at 0 (random ones would set off
+    thousands of XID/ECC alerts, measuring the alert storm instead of the scrape path)."""
+    return any(part in name for part in _ERROR_FIELDS)
+
+
+def _gauge(name: str, rng: random.Random) -> float:
+    """A plausible value per kind of gauge, still different on every scrape."""
+    if name.endswith("_TEMP"):
+        return round(rng.uniform(30, 80), 3)
+    if name.endswith("_perc"):
+        return round(rng.uniform(0, 1), 4)
+    return round(rng.uniform(0, 100), 3)
+
+
 def render_bodies(lines: list[tuple[str, str, str]], n_bodies: int, rng: random.Random) -> list[bytes]:
-    """``n_bodies`` exposition bodies over the same series: gauges random, counters and histogram
-    series growing from body to body (buckets stay cumulative: each grows by its rank)."""
+    """``n_bodies`` exposition bodies over the same series: gauges random within plausible
+    ranges, counters and histogram series growing from body to body (buckets stay cumulative:
+    each grows by its rank); error counters and codes stay 0."""
     families: dict[str, list[int]] = {}
     for i, (name, _, _) in enumerate(lines):
         families.setdefault(name, []).append(i)
-    values = [rng.uniform(0, 1000) for _ in lines]
+    values = [0.0 if _is_error_field(name) else rng.uniform(0, 1000) for name, _, _ in lines]
     for idxs in families.values():
         if lines[idxs[0]][1] == "histogram":
             for rank, i in enumerate(idxs):
@@ -148,8 +167,10 @@ def render_bodies(lines: list[tuple[str, str, str]], n_bodies: int, rng: random.
             kind = lines[idxs[0]][1]
             parts.append(f"# HELP {name} Synthetic {kind}.\n# TYPE {name} {kind}\n")
             for rank, i in enumerate(idxs):
-                if kind == "gauge":
-                    values[i] = round(rng.uniform(0, 1000), 3)
+                if _is_error_field(name):
+                    pass
+                elif kind == "gauge":
+                    values[i] = _gauge(name, rng)
                 elif kind == "counter":
                     values[i] = round(values[i] + rng.uniform(0, 50), 3)
                 else:

@@ -154,3 +154,27 @@ def test_cost_spike_checks_for_a_model() -> None:
     assert checks["check_request_mix"].startswith("prompt tokens/request")
     assert "+" in checks["check_request_mix"]  # prompts got longer
     assert checks["check_autoscaling"] == "no scale recommendation on record for this scope"
+
+
+def test_state_rows_follow_transitions_only(sqlite_url: str) -> None:
+    """Steady alerts cost no writes; a resolved alert's row goes once its retention has passed."""
+    from alerts.schema import alert_state
+
+    db = create_store_engine(sqlite_url)
+    groups = load_rule_text("groups:\n  - name: g\n    rules:\n      - alert: A\n        expr: x > 1\n", "r.yml")
+    src = MemorySource()
+    for i in range(50):
+        src.add(SeriesKey.of("x", i=str(i)), [(T0 + s * 1000, 5.0 if (i or s < 600) else 0.0) for s in range(0, 3000, 15)])
+    store = AlertStateStore(db)
+    writes: list[int] = []
+    original = store.save
+    store.save = lambda *a: (writes.append(len(a[2])), original(*a))[1]  # type: ignore[method-assign]
+    engine = RuleEngine(groups, src, ManualClock(T0), CollectorRegistry(), state_store=store)
+    for s in range(0, 2700, 30):
+        engine.evaluate_group(groups[0], T0 + s * 1000)
+    # one write when 50 alerts went pending and firing (100 transitions), one when series 0
+    # resolved, one when its row was dropped after the retention; nothing for steady cycles
+    assert writes == [100, 1, 0]
+    with db.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(alert_state)).scalar_one() == 49
+    db.dispose()

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import httpx
 import uvicorn
+from fastapi import FastAPI
 
 from infermeter.api import create_app
 from infermeter.runtime import Runtime, build_runtime
@@ -37,13 +38,20 @@ def serve(
     if not embedded_worker:
         settings = settings.model_copy(update={"worker": settings.worker.model_copy(update={"embedded": False})})
     runtime = build_runtime(settings, clock, config_path=config_path, nvml_module=nvml_module)
+    with run_app(create_app(runtime)) as base:
+        yield base, runtime
+
+
+@contextmanager
+def run_app(app: FastAPI, startup_s: float = 30.0) -> Iterator[str]:
+    """Serve ``app`` with uvicorn (lifespan on) in a thread on a free loopback port until
+    ``/health`` answers; yields the base URL and shuts the server down after."""
     port = free_port()
-    config = uvicorn.Config(create_app(runtime), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + startup_s
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{base}/health", timeout=1).status_code == 200:
@@ -53,7 +61,7 @@ def serve(
     else:
         raise RuntimeError("service did not start")
     try:
-        yield base, runtime
+        yield base
     finally:
         server.should_exit = True
         thread.join(30)

@@ -4,16 +4,12 @@ database with a fresh runtime, so background loops cannot race the seeding)."""
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-import uvicorn
 from fastapi import FastAPI
 
 from alerts.notify.matchers import Matcher
@@ -25,6 +21,7 @@ from infermeter.settings import AlertSettings, GpuSettings, ServerSettings, Sett
 from store import ManualClock
 from store.types import SampleBatch
 from tests.dashboard.synthetic import FleetShape, SyntheticFleet
+from tests.service import run_app
 
 HOUR_MS = 3_600_000
 MINUTE_MS = 60_000
@@ -67,7 +64,7 @@ def make_settings(tmp: Path, token: str | None = None) -> tuple[Settings, str]:
         alerts=AlertSettings(rule_files=["rules.yml"]),
         cost=cost_settings(),
         # No embedded reference worker: these tests and the benchmark bring their own data.
-        **({"worker": {"embedded": False}} if "worker" in Settings.model_fields else {}),  # type: ignore[arg-type]
+        **({"worker": {"embedded": False}} if "worker" in Settings.model_fields else {}),
     )
     return settings, str(config)
 
@@ -121,13 +118,6 @@ def seed(settings: Settings, config_path: str, end_ms: int, hours: float, shape:
     return Seeded(fleet, end_ms, fleet.samples, time.perf_counter() - started)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @contextmanager
 def serve_dashboard(
     settings: Settings, clock: ManualClock, config_path: str, forecast: object = None
@@ -138,25 +128,8 @@ def serve_dashboard(
     if forecast is not None:
         runtime.forecast = forecast  # type: ignore[assignment]
     app = create_app(runtime)  # mounts the dashboard (settings.dashboard.enabled)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    else:
-        raise RuntimeError("service did not start")
-    try:
+    with run_app(app) as base:
         yield base, runtime, app
-    finally:
-        server.should_exit = True
-        thread.join(30)
 
 
 __all__ = ["make_settings", "seed", "serve_dashboard", "Seeded", "cost_settings"]

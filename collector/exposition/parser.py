@@ -42,12 +42,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from operator import getitem, itemgetter
-from typing import cast
 
 import numpy as np
-import numpy.typing as npt
 
+from collector.exposition.layout import Layout
 from collector.exposition.lines import (
     _Bad,
     _check_exemplar,
@@ -126,7 +124,7 @@ class SeriesCache:
         self._comments: dict[str, tuple[str, ...]] = {}  # validated comment lines
         self._intern: dict[SeriesKey, SeriesKey] = {}
         self._pairs: dict[tuple[str, str], tuple[str, str]] = {}  # shared label pairs
-        self._layout: _Layout | None = None  # the last fully parsed body's shape
+        self._layout: Layout | None = None  # the last fully parsed body's shape
         self._layout_misses = 0  # bodies in a row that did not fit the layout
 
     def __len__(self) -> int:
@@ -188,9 +186,10 @@ def parse_exposition(
     if cached and (layout := cache._layout) is not None and layout.openmetrics_arg == openmetrics:
         fast = layout.parse(text, default_ts_ms)
         if fast is not None:
+            batch, families, is_om = fast
             cache._layout_misses = 0
-            cache.hits += len(fast.batch)
-            return fast
+            cache.hits += len(batch)
+            return ParseResult(batch, families, 0, 0, is_om)
     if cached:
         cache._layout_misses += 1
     labelled, plain, comments = cache._labelled, cache._plain, cache._comments
@@ -324,86 +323,8 @@ def parse_exposition(
     misses_in_a_row = cache._layout_misses
     if cached and not ts_pos and not skipped and (misses_in_a_row <= 2 or misses_in_a_row % 16 == 0):
         # (a target whose body changes shape every time tries a new layout only now and then)
-        cache._layout = _Layout.build(lines, sample_lines, result, openmetrics)
+        cache._layout = Layout.build(lines, sample_lines, result.batch, result.families, result.openmetrics, openmetrics)
     return result
-
-
-class _Layout:
-    """A body's shape: its non-sample lines verbatim, each sample line's text before the value,
-    and the parse result's keys (see the module doc)."""
-
-    __slots__ = ("openmetrics_arg", "n_lines", "other", "get_other", "get_samples", "prefixes", "cuts",
-                 "keys", "key_index", "families", "openmetrics", "n")
-
-    def __init__(self, lines: list[str], sample_lines: list[int], prefixes: list[str], result: ParseResult,
-                 openmetrics_arg: bool | None) -> None:
-        self.openmetrics_arg = openmetrics_arg
-        self.n_lines = len(lines)
-        taken = set(sample_lines)
-        other = [i for i in range(len(lines)) if i not in taken]
-        self.get_other = _getter(other)
-        self.other = self.get_other(lines)
-        self.get_samples = _getter(sample_lines)
-        self.prefixes = prefixes
-        self.cuts = [slice(len(p), None) for p in prefixes]
-        batch = result.batch
-        self.keys = batch.keys
-        self.key_index = np.asarray(batch.key_index, np.int64)
-        self.key_index.flags.writeable = False
-        self.families = dict(result.families)
-        self.openmetrics = result.openmetrics
-        self.n = len(sample_lines)
-
-    @classmethod
-    def build(cls, lines: list[str], sample_lines: list[int], result: ParseResult,
-              openmetrics_arg: bool | None) -> _Layout | None:
-        """The layout of a body just parsed, or None when its sample lines do not have the
-        plain ``<series text><blank>value`` shape this fast path handles."""
-        if not sample_lines:
-            return None
-        texts = [lines[i - 1] for i in sample_lines]  # sample_lines holds 1-based numbers
-        prefixes = [t[: t.rfind(" ") + 1] for t in texts]
-        if "" in prefixes:
-            return None
-        layout = cls(lines, [i - 1 for i in sample_lines], prefixes, result, openmetrics_arg)
-        values = layout._values(texts)
-        expected = np.asarray(result.batch.values, np.float64)
-        if values is None or not np.array_equal(values.view(np.uint64), expected.view(np.uint64)):
-            return None  # e.g. an exemplar or a timestamp after the value
-        return layout
-
-    def _values(self, texts: tuple[str, ...] | list[str]) -> npt.NDArray[np.float64] | None:
-        if not all(map(str.startswith, texts, self.prefixes)):
-            return None
-        rests = cast(list[str], list(map(getitem, texts, self.cuts)))
-        joined = "".join(rests)
-        if "_" in joined or not joined.isascii():  # what float() takes but the grammar does not
-            return None
-        try:
-            return np.array(list(map(float, rests)), dtype=np.float64)
-        except ValueError:
-            return None
-
-    def parse(self, text: str, default_ts_ms: int) -> ParseResult | None:
-        """The body parsed through this layout, or None when it does not fit."""
-        lines = text.split("\n")
-        if len(lines) != self.n_lines or self.get_other(lines) != self.other:
-            return None
-        values = self._values(self.get_samples(lines))
-        if values is None:
-            return None
-        batch = SampleBatch(self.keys, self.key_index, np.full(self.n, default_ts_ms, np.int64), values)
-        return ParseResult(batch, dict(self.families), 0, 0, self.openmetrics)
-
-
-def _getter(indices: list[int]) -> Callable[[list[str]], tuple[str, ...]]:
-    """``lines -> tuple(lines[i] for i in indices)`` in one C call."""
-    if not indices:
-        return lambda lines: ()
-    if len(indices) == 1:
-        only = indices[0]
-        return lambda lines: (lines[only],)
-    return itemgetter(*indices)
 
 
 def _build_batch(keys_seq: list[SeriesKey], values: list[float], ts_pos: list[int],

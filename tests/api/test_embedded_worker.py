@@ -34,7 +34,7 @@ def test_up_runs_the_worker_and_collects_its_load(tmp_path: Path) -> None:
         while time.monotonic() < deadline:
             selector = Selector("inference_generation_tokens_total", (Matcher("job", "=", "infermeter-worker"),))
             found = [v for _, _, v in runtime.reader.instant(selector, runtime.clock.now_ms()) if v > 0]
-            if found:
+            if found and runtime.worker.status()["state"] == "healthy":  # the supervisor polls on its own
                 break
             time.sleep(1)
         status = runtime.worker.status()

@@ -116,7 +116,7 @@ class CostCalculator:
         tenant_shares = self._tenant_shares(usage)
         acc: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
         node_seconds: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-        kwh_price = np.asarray([self.book.electricity(int(t))[0] * self.book.electricity(int(t))[1] for t in stamps])
+        kwh_price = np.asarray([price * pue for price, pue in map(self.book.electricity, stamps.tolist())])
         for gpu in self._gpus(start_ms, end_ms):
             pclass = self.book.purchase_class(gpu.host)
             price = np.asarray([self.book.gpu_price(gpu.gpu_model, pclass, int(t)) for t in stamps]) / 60.0

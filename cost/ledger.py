@@ -189,8 +189,7 @@ class CostLedger:
         return []
 
     def _gpu_tokens(self, minute: int) -> list[Sample]:
-        recent = self.calc.usage(minute - 5 * MINUTE_MS, minute)
-        rows, _ = self.calc.window(minute - 5 * MINUTE_MS, minute)
+        rows, recent = self.calc.window(minute - 5 * MINUTE_MS, minute)
         gpus_of: dict[tuple[str, str], set[str]] = defaultdict(set)
         for r in rows:
             if r.gpu and r.model:

@@ -64,7 +64,11 @@ def cmd_forecast(args: argparse.Namespace, out: TextIO, err: TextIO, service_fac
     if args.plot and Path(args.plot).suffix.lower() not in (".html", ".htm", ".png"):
         print(f"error: --plot {args.plot}: use a .html or .png file name", file=err)
         return EXIT_USAGE
-    service = service_factory(args)
+    try:
+        service = service_factory(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_FAILED
     wanted = series or list(service.series)
     if not wanted:
         print("error: no series given and none configured (use --series spend:fleet ...)", file=err)

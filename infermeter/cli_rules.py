@@ -177,10 +177,14 @@ def forecast_service(args: argparse.Namespace) -> ForecastService:
     """The forecast service over the configured store (for `infermeter forecast`)."""
 
     from forecast.ids import QUANTITIES, SeriesId
+    from forecast.service import ForecastService
     from infermeter.forecasting import LedgerHistory
     from store.clock import SystemClock
 
-    settings, _ = load_settings(args.config)
+    try:
+        settings, _ = load_settings(args.config)
+    except ConfigError as exc:
+        raise ValueError("\n".join(str(p) for p in exc.problems)) from None
     clock = SystemClock()
     try:
         store = open_read_only(settings, clock)

@@ -1,0 +1,263 @@
+"""Every CLI command and subcommand, run once as its own process (``python -m infermeter``)
+against a small real store, so a command that cannot even start (an import that only exists
+for the type checker, a missing dependency) fails here.
+
+The matrix is checked against the parser itself: a command added to the CLI without a row
+here fails :func:`test_matrix_covers_every_command`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from infermeter import db
+from infermeter.cli import build_parser
+from store import SampleBatch, SeriesKey, StoreOptions, TimeSeriesStore, create_store_engine
+from store.clock import SystemClock
+from tests.service import free_port
+
+HOUR = 3_600_000
+MINUTE = 60_000
+HISTORY_H = 60
+
+
+@dataclass(frozen=True)
+class SmallStore:
+    root: Path
+    config: Path
+    url: str
+
+
+def _write_history(url: str, now_ms: int) -> None:
+    """60 h of one node with two GPUs serving one model: a daily cycle in utilization and
+    tokens, counters that first appear at a non-zero value, and a restart in the middle."""
+    engine = create_store_engine(url)
+    db.upgrade(engine)
+    store = TimeSeriesStore(engine, SystemClock(), StoreOptions(out_of_order_window_ms=(HISTORY_H + 1) * HOUR))
+    store.open()
+    start = (now_ms - HISTORY_H * HOUR) // MINUTE * MINUTE
+    stamps = np.arange(start, now_ms // MINUTE * MINUTE, 5 * MINUTE, dtype=np.int64)
+    hours = (stamps - start) / HOUR
+    daily = 0.55 + 0.35 * np.sin(2 * np.pi * hours / 24)
+    gpu_keys = [
+        SeriesKey.of("gpu_utilization_ratio", host="node-a", gpu=str(i), gpu_model="NVIDIA H100 80GB HBM3")
+        for i in range(2)
+    ]
+    power_keys = [SeriesKey.of("gpu_power_watts", host="node-a", gpu=str(i)) for i in range(2)]
+    tokens = SeriesKey.of("inference_generation_tokens_total", model="llama-8b", instance="node-a:8000", job="vllm")
+    prompt = SeriesKey.of("inference_prompt_tokens_total", model="llama-8b", instance="node-a:8000", job="vllm")
+    temp = SeriesKey.of("gpu_temperature_celsius", host="node-a", gpu="0", gpu_model="NVIDIA H100 80GB HBM3")
+    generated = 125_000 + np.cumsum(daily * 300 * 400)  # first seen mid-life, not at zero
+    generated[len(generated) // 2 :] -= generated[len(generated) // 2 - 1]  # the engine restarted
+    for i, ts in enumerate(stamps.tolist()):
+        keys = [*gpu_keys, *power_keys, tokens, prompt, temp]
+        values = [daily[i], daily[i] * 0.6, 300 + 300 * daily[i], 280 + 300 * daily[i], generated[i], generated[i] * 3, 60.0]
+        store.append(SampleBatch.one_per_key(keys, ts, np.asarray(values, float)))
+    store.close(flush=True)
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory: pytest.TempPathFactory) -> SmallStore:
+    root = tmp_path_factory.mktemp("cli-smoke")
+    url = f"sqlite:///{root / 'smoke.db'}"
+    _write_history(url, SystemClock().now_ms())
+    config = root / "infermeter.yaml"
+    config.write_text(
+        f"store:\n  url: {url}\n"
+        "cost:\n  gpu_prices:\n    - gpu_model: H100\n      dollars_per_gpu_hour: 2.5\n"
+        "  budgets:\n    - scope: fleet\n      spend_per_period: 500\n      period: month\n"
+        f"worker:\n  embedded: false\n  model_dir: {root / 'models'}\n  port: {free_port()}\n"
+    )
+    assert _cli(config, "cost", "recompute", "--since", f"now-{HISTORY_H}h").returncode == 0
+    return SmallStore(root, config, url)
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INFERMETER_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _cli(config: Path, *argv: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "infermeter", "--config", str(config), *argv],
+        capture_output=True, text=True, timeout=timeout, env=_env(), cwd=config.parent,
+    )
+
+
+def _ok(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return proc.stdout
+
+
+def _wait_http(url: str, proc: subprocess.Popen[str], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"exited {proc.returncode} before {url} answered:\n{proc.stdout.read() if proc.stdout else ''}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer 200 within {timeout_s} s")
+
+
+def _stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        raise AssertionError(f"did not stop on SIGTERM within 60 s:\n{out[-3000:]}") from None
+    assert "Traceback" not in out, out[-3000:]
+    return out
+
+
+def smoke_up(s: SmallStore) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infermeter", "--config", str(s.config), "up", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=s.root,
+    )
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/ready", proc, 90)
+        body = httpx.get(f"http://127.0.0.1:{port}/api/v1/query", params={"query": "gpu_utilization_ratio"}).json()
+        assert body["status"] == "success"
+    finally:
+        out = _stop(proc)
+    assert f"listening on http://127.0.0.1:{port}" in out
+
+
+def smoke_check_config(s: SmallStore) -> None:
+    assert f"{s.config}: OK" in _ok(_cli(s.config, "check-config", str(s.config)))
+    bad = s.root / "bad.yaml"
+    bad.write_text("server:\n  port: 99999\n")
+    proc = _cli(s.config, "check-config", str(bad))
+    assert proc.returncode == 1 and f"{bad}:2: server.port" in proc.stderr
+
+
+def smoke_db_upgrade(s: SmallStore) -> None:
+    assert "database at revision" in _ok(_cli(s.config, "db", "upgrade"))
+
+
+def smoke_query(s: SmallStore) -> None:
+    out = _ok(_cli(s.config, "query", "gpu_utilization_ratio", "--since", "2h", "--step", "30m", "--fn", "max"))
+    assert out.splitlines()[0] == "# max per 30m, last 2h, 2 series"
+
+
+def smoke_rules_check(s: SmallStore) -> None:
+    rules = s.root / "rules.yml"
+    rules.write_text("groups:\n  - name: g\n    rules:\n      - alert: Hot\n        expr: gpu_temperature_celsius > 50\n")
+    assert "SUCCESS: 1 rules found" in _ok(_cli(s.config, "rules", "check", str(rules)))
+
+
+def smoke_rules_test(s: SmallStore) -> None:
+    (s.root / "t-rules.yml").write_text(
+        "groups:\n  - name: g\n    rules:\n      - alert: Down\n        expr: up == 0\n        for: 1m\n"
+    )
+    test = s.root / "t.yml"
+    test.write_text(
+        "rule_files: [t-rules.yml]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n"
+        "      - series: 'up{instance=\"a\"}'\n        values: '0 0 0'\n    alert_rule_test:\n"
+        "      - eval_time: 2m\n        alertname: Down\n        exp_alerts:\n          - exp_labels: {instance: a}\n"
+    )
+    _ok(_cli(s.config, "rules", "test", str(test)))
+
+
+def smoke_rules_backtest(s: SmallStore) -> None:
+    rules = s.root / "hot.yml"
+    rules.write_text("groups:\n  - name: g\n    rules:\n      - alert: Hot\n        expr: gpu_temperature_celsius > 50\n")
+    out = _ok(_cli(s.config, "rules", "backtest", "--since", "3h", "--step", "5m", "--rules", str(rules)))
+    assert "firing" in out and "Hot" in out
+
+
+def smoke_rules_export_prometheus(s: SmallStore) -> None:
+    out = _ok(_cli(s.config, "rules", "export-prometheus"))
+    assert "alert: GpuMemoryHigh" in out
+
+
+def smoke_cost_recompute(s: SmallStore) -> None:
+    out = _ok(_cli(s.config, "cost", "recompute", "--since", "now-6h"))
+    assert out.startswith("re-priced ") and float(out.split(": ")[1].split()[0]) > 0
+
+
+def smoke_forecast(s: SmallStore) -> None:
+    out = _ok(_cli(s.config, "forecast", "--series", "spend:fleet", "--horizon", "24h", "--refresh", "--every", "6"))
+    assert out.startswith("# spend:fleet") and len([ln for ln in out.splitlines() if ln[:2] == "20"]) == 4
+
+
+def smoke_report(s: SmallStore) -> None:
+    out = _ok(_cli(s.config, "report", "--format", "csv", "--out", "-"))
+    assert "llama-8b" in out
+
+
+def smoke_plan(s: SmallStore) -> None:
+    out = _ok(_cli(s.config, "plan", "--model", "ref-7b", "--gpu", "H100 80GB", "--peak-qps", "5"))
+    assert "fits" in out.lower()
+
+
+def smoke_worker_and_load(s: SmallStore) -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infermeter", "--config", str(s.config), "worker", "--port", str(port),
+         "--device", "cpu", "--max-batch-size", "4", "--max-context-length", "256"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=s.root,
+    )
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/health", proc, 180)
+        out = _ok(_cli(s.config, "load", "--url", f"http://127.0.0.1:{port}", "--concurrency", "2", "--requests", "6",
+                       "--prompt-tokens", "8", "--output-tokens", "4", "--no-progress"))
+        assert "6" in out and "P99" in out.upper()
+    finally:
+        _stop(proc)
+
+
+SMOKE: dict[str, Callable[[SmallStore], None]] = {
+    "up": smoke_up,
+    "check-config": smoke_check_config,
+    "db upgrade": smoke_db_upgrade,
+    "query": smoke_query,
+    "rules check": smoke_rules_check,
+    "rules test": smoke_rules_test,
+    "rules backtest": smoke_rules_backtest,
+    "rules export-prometheus": smoke_rules_export_prometheus,
+    "cost recompute": smoke_cost_recompute,
+    "forecast": smoke_forecast,
+    "report": smoke_report,
+    "plan": smoke_plan,
+    "worker": smoke_worker_and_load,
+    "load": smoke_worker_and_load,
+}
+
+
+def _leaf_commands(parser: argparse.ArgumentParser, prefix: str = "") -> list[str]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [prefix.strip()]
+    return [leaf for name, child in subs[0].choices.items() for leaf in _leaf_commands(child, f"{prefix} {name}")]
+
+
+def test_matrix_covers_every_command() -> None:
+    assert sorted(_leaf_commands(build_parser())) == sorted(SMOKE)
+
+
+@pytest.mark.parametrize("command", sorted(set(SMOKE.values()), key=lambda f: f.__name__), ids=lambda f: f.__name__)
+def test_command_runs(command: Callable[[SmallStore], None], small_store: SmallStore) -> None:
+    command(small_store)

@@ -45,7 +45,7 @@ def build_fleet() -> FleetSeries:
         model = model_of(node)
         worker = {"job": "vllm", "instance": f"{host}:8000"}
         for gpu in range(GPUS_PER_NODE):
-            g = {"host": host, "gpu": str(gpu), "model_name": "NVIDIA H100 80GB HBM3"}
+            g = {"host": host, "gpu": str(gpu), "gpu_model": "NVIDIA H100 80GB HBM3"}
             util = 0.75
             if node == 5:
                 util = 0.95 if gpu < 4 else 0.2  # imbalance

@@ -92,8 +92,9 @@ class CostCalculator:
             joules = energy.get(key, np.full(n, np.nan))[:n]
             watts = power.get(key, np.full(n, np.nan))[:n]
             joules = np.where(np.isnan(joules), watts * 60.0, joules)
-            model_name = labels.get("model_name", "") or labels.get("modelName", "")
-            gpus.append(_Gpu(key[0], key[1], model_name, util[:n], np.nan_to_num(joules)))
+            # gpu_model since the canonical rename; model_name in series stored before it
+            gpu_model = labels.get("gpu_model", "") or labels.get("model_name", "") or labels.get("modelName", "")
+            gpus.append(_Gpu(key[0], key[1], gpu_model, util[:n], np.nan_to_num(joules)))
         return gpus
 
     def usage(self, start_ms: int, end_ms: int) -> list[UsageRow]:

@@ -11,8 +11,10 @@ Labels common to every canonical series:
 
 * ``engine``: ``vllm`` | ``sglang`` | ``tgi`` | ``triton`` | ``dcgm`` (the exporter it came from).
 * ``model``: the served model (vLLM/SGLang ``model_name``, Triton ``model``; TGI serves one model
-  and exports no label, so none is set).  GPU series instead carry ``model_name`` = GPU product.
-* GPU series: ``gpu`` (index), ``uuid``, ``device``, ``model_name``, ``host`` and, where the
+  and exports no label, so none is set).  GPU series carry the GPU product as ``gpu_model``
+  (dcgm-exporter's ``modelName``), never ``model_name``: that is the label vLLM uses for the
+  served model, and one name must not mean two things across series that are joined.
+* GPU series: ``gpu`` (index), ``uuid``, ``device``, ``gpu_model``, ``host`` and, where the
   exporter sends them, ``pci_bus_id``, MIG ``GPU_I_PROFILE``/``GPU_I_ID``, Kubernetes
   ``pod``/``namespace``/``container``.
 * Target labels added by the scrape loop (``job``, ``instance``, configured ones) pass through.
@@ -157,7 +159,7 @@ CANONICAL: dict[str, CanonicalMetric] = {
     ),
     "gpu_temperature_celsius": _g("celsius", "GPU temperature. DCGM_FI_DEV_GPU_TEMP."),
     "gpu_memory_temperature_celsius": _g(
-        "celsius", "Memory temperature. DCGM_FI_DEV_MEMORY_TEMP (blank sentinels dropped)."
+        "celsius", "Memory temperature. DCGM_FI_DEV_MEMORY_TEMP (blank sentinels and the 0 of GPUs without the sensor dropped)."
     ),
     "gpu_sm_clock_hertz": _g("hertz", "SM clock. DCGM_FI_DEV_SM_CLOCK MHz * 1e6."),
     "gpu_memory_clock_hertz": _g("hertz", "Memory clock. DCGM_FI_DEV_MEM_CLOCK MHz * 1e6."),

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from collector.mapping.detect import Engine, detect_engine
-from collector.mapping.plan import DEN, ENGINE_RULES, MEAN, NUM, RATIO, PlanBook
+from collector.mapping.plan import BLANK_SENTINELS, BLANK_ZERO, DEN, ENGINE_RULES, MEAN, NUM, RATIO, PlanBook
 from store.types import STALE_NAN_BITS, Float64Array, Int64Array, SampleBatch, SeriesKey, is_stale_marker
 
 BoolArray = npt.NDArray[np.bool_]
@@ -75,7 +75,7 @@ class _Compiled:
     divisor: Float64Array  # (0.01, 1e-6...) divides, so 87 % -> 0.87 and 98765432 us -> 98.765432 s exactly
     part: Int64Array
     primary: BoolArray  # a positive NUM contribution: may on its own produce a value
-    blank: BoolArray
+    blank: Int64Array
     pre: Int64Array  # local dedupe group id per contribution
     has_dedupe: bool
     slot_keys: npt.NDArray[np.object_]  # local slot id -> canonical SeriesKey
@@ -119,7 +119,7 @@ class CanonicalMapper:
         book.reserve(len(keys))
         generation = book.generation
         counts = np.zeros(len(keys), np.int64)
-        rows: list[tuple[int, int, float, int, int, int, int, bool]] = []
+        rows: list[tuple[int, int, float, int, int, int, int, int]] = []
         if resolved != "unknown":
             for pos, key in enumerate(keys):
                 for c in book.plan(resolved, key):
@@ -150,7 +150,7 @@ class CanonicalMapper:
             divisor=divisor,
             part=part,
             primary=(part == NUM) & (weight > 0),
-            blank=np.asarray(columns[7], np.bool_),
+            blank=np.asarray(columns[7], np.int64),
             pre=pre.reshape(-1).astype(np.int64),
             has_dedupe=len(np.unique(pres)) < len(pres),
             slot_keys=slot_keys,
@@ -188,7 +188,8 @@ def _evaluate(comp: _Compiled, batch: SampleBatch) -> SampleBatch:
     v = values[sample]
     ts = ts_all[sample]
     stale = is_stale_marker(v)
-    live = ~stale & ~(comp.blank[ent] & _blank(v))
+    blank = comp.blank[ent]
+    live = ~stale & ~(((blank & BLANK_SENTINELS) > 0) & _blank(v)) & ~(((blank & BLANK_ZERO) > 0) & (v == 0))
 
     # stage 1: average each raw series over its dedupe labels -- and over repeats of one series
     # at one timestamp, which only a batch that is not one-sample-per-key can hold

@@ -34,6 +34,7 @@ ENGINE_RULES: dict[KnownEngine, EngineRules] = {
 
 SUM, MEAN, RATIO = 0, 1, 2  # slot kinds: how a canonical key's contributions combine
 NUM, DEN = 0, 1  # contribution parts
+BLANK_SENTINELS, BLANK_ZERO = 1, 2  # Contribution.blank bits
 _KIND = {"sum": SUM, "mean": MEAN, "num": RATIO, "den": RATIO}
 
 
@@ -44,7 +45,7 @@ class Contribution(NamedTuple):
     rank: int  # alias precedence (0 wins)
     alias: int  # alias group id: canonical family + labels without le
     pre: int  # dedupe group id: raw series minus dedupe labels, per rule
-    blank: bool  # check for DCGM blank sentinels
+    blank: int  # BLANK_SENTINELS: check for DCGM blank sentinels; BLANK_ZERO: a raw 0 is absent too
 
 
 def scale_le(text: str, scale: float) -> str | None:
@@ -157,7 +158,7 @@ class PlanBook:
                     rank=rule.rank,
                     alias=self._group(("alias", rule.target, tuple(i for i in ckey.labels if i[0] != "le"))),
                     pre=self._group(("pre", index, key.name, pre_labels)),
-                    blank=rules.blank_sentinels,
+                    blank=(BLANK_SENTINELS if rules.blank_sentinels else 0) | (BLANK_ZERO if rule.zero_is_blank else 0),
                 )
             )
         return tuple(out)

@@ -48,6 +48,9 @@ class Rule:
     select: Select | None = None
     rank: int = 0  # alias precedence: 0 = current name, 1 = deprecated name
     only: str = ""  # histograms: map just this raw suffix ("_sum") onto ``target`` itself
+    # A raw 0 means "no sensor", not a reading (dcgm-exporter's MEMORY_TEMP on GPUs without an
+    # HBM temperature sensor): such samples are not mapped, like blank sentinels.
+    zero_is_blank: bool = False
 
 
 def H(target: str, scale: float = 1.0, rank: int = 0) -> Rule:

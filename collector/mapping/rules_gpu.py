@@ -7,7 +7,7 @@ utilisations / 100, framebuffer MiB * 1048576, energy mJ / 1000, clocks MHz * 1e
 for PCIe/NVLink) and pass through unscaled.
 
 Labels: ``UUID`` (and the old-namespace ``uuid``, NVLink-entity ``gpu_uuid``) -> ``uuid``,
-``modelName`` -> ``model_name``, ``Hostname`` (released versions up to 4.5.3-4.8.2) and
+``modelName`` -> ``gpu_model``, ``Hostname`` (released versions up to 4.5.3-4.8.2) and
 ``hostname`` (master since #655) -> ``host``, old ``pod_name``/``pod_namespace``/
 ``container_name`` -> ``pod``/``namespace``/``container``.  Dropped: every ``DCGM_FI_*`` label
 (driver version, process name, serial...: a driver upgrade must not start new series), and
@@ -45,7 +45,7 @@ DCGM_FAMILIES: dict[str, tuple[Rule, ...]] = {
     "DCGM_FI_DEV_POWER_USAGE": (Rule("gpu_power_watts"),),
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": (Rule("gpu_energy_joules_total", MILLI),),
     "DCGM_FI_DEV_GPU_TEMP": (Rule("gpu_temperature_celsius"),),
-    "DCGM_FI_DEV_MEMORY_TEMP": (Rule("gpu_memory_temperature_celsius"),),
+    "DCGM_FI_DEV_MEMORY_TEMP": (Rule("gpu_memory_temperature_celsius", zero_is_blank=True),),
     "DCGM_FI_DEV_SM_CLOCK": (Rule("gpu_sm_clock_hertz", MEGA),),
     "DCGM_FI_DEV_MEM_CLOCK": (Rule("gpu_memory_clock_hertz", MEGA),),
     "DCGM_FI_DEV_XID_ERRORS": (Rule("gpu_last_xid"),),
@@ -117,7 +117,7 @@ DCGM = EngineRules(
         rename={
             "UUID": "uuid",
             "gpu_uuid": "uuid",
-            "modelName": "model_name",
+            "modelName": "gpu_model",
             "Hostname": "host",
             "hostname": "host",
             "pod_name": "pod",

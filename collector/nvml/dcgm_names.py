@@ -126,7 +126,7 @@ def _labels(key: SeriesKey, hostname_label: str) -> str:
         ("UUID", key.get("uuid")),
         ("pci_bus_id", key.get("pci_bus_id")),
         ("device", f"nvidia{gpu}"),
-        ("modelName", key.get("model_name")),
+        ("modelName", key.get("gpu_model")),
         (hostname_label, key.get("host")),
     )
     return ",".join(f'{name}="{_escape(value)}"' for name, value in pairs)

@@ -63,7 +63,7 @@ class GpuState:
         return (
             ("gpu", str(self.index)),
             ("uuid", self.uuid),
-            ("model_name", self.name),
+            ("gpu_model", self.name),
             ("pci_bus_id", self.pci_bus_id),
             ("host", host),
         )

@@ -119,8 +119,8 @@ def test_backtest_and_cost_recompute(tmp_path: Path) -> None:
     start = now - 3 * 3_600_000
     store = TimeSeriesStore(engine, ManualClock(start), StoreOptions())
     store.open()
-    key = SeriesKey.of("gpu_temperature_celsius", host="n1", gpu="0", model_name="H100")
-    util = SeriesKey.of("gpu_utilization_ratio", host="n1", gpu="0", model_name="H100")
+    key = SeriesKey.of("gpu_temperature_celsius", host="n1", gpu="0", gpu_model="H100")
+    util = SeriesKey.of("gpu_utilization_ratio", host="n1", gpu="0", gpu_model="H100")
     for t in range(start, now, 60_000):
         hot = 95.0 if start + 3_600_000 <= t < start + 2 * 3_600_000 else 60.0
         store.clock.set(t)  # type: ignore[attr-defined]

@@ -55,7 +55,7 @@ def _feed(runtime: Runtime, clock: ManualClock, minutes: int) -> None:
         clock.set(t)
         batch = [
             Sample(SeriesKey.of("gpu_temperature_celsius", host="n1", gpu=str(g)), t, 70.0 + 15 * g) for g in range(2)
-        ] + [Sample(SeriesKey.of("gpu_utilization_ratio", host="n1", gpu=str(g), model_name="L4"), t, 0.5) for g in range(2)]
+        ] + [Sample(SeriesKey.of("gpu_utilization_ratio", host="n1", gpu=str(g), gpu_model="L4"), t, 0.5) for g in range(2)]
         batch += [Sample(SeriesKey.of(n, x="1", y=y), t, 1.0) for n, y in (("a", "1"), ("a", "2"), ("b", ""))]
         runtime.store.append(SampleBatch.from_samples(batch))
 

@@ -135,8 +135,7 @@ def test_fixture_output_is_documented_and_labelled(fixture: str) -> None:
         labels = key.labels_dict()
         raw_only = {"finished_reason", "tp_rank", "dp_rank", "is_streaming", "UUID", "Hostname", "hostname"}
         assert not raw_only & labels.keys(), key
-        if key.name.startswith("inference_"):  # model_name means the GPU product on gpu_* series
-            assert "model_name" not in labels, key
+        assert "model_name" not in labels, key  # vLLM's served-model label, never on canonical series
 
 
 # --- values: staleness, NaN, batches with several timestamps or repeated series ----------------

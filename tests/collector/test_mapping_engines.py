@@ -215,7 +215,7 @@ GPU0 = {
     "uuid": UUID0,
     "pci_bus_id": "00000000:3B:00.0",
     "device": "nvidia0",
-    "model_name": A100,
+    "gpu_model": A100,
     "host": "node-a",
 }
 
@@ -227,7 +227,7 @@ def test_dcgm_released_units_and_labels() -> None:
         "uuid": UUID1,
         "pci_bus_id": "00000000:5E:00.0",
         "device": "nvidia1",
-        "model_name": A100,
+        "gpu_model": A100,
         "host": "node-a",
         "GPU_I_PROFILE": "3g.40gb",
     }
@@ -285,7 +285,7 @@ def test_dcgm_hostname_spellings_give_the_same_series() -> None:
                 gpu="0",
                 uuid="GPU-1",
                 device="nvidia0",
-                model_name="L4",
+                gpu_model="L4",
                 host="n1",
             ): 40.0
         }
@@ -313,3 +313,18 @@ def test_dcgm_old_namespace_is_recognised_but_not_mapped() -> None:
 def test_dcgm_blank_sentinels(value: str, mapped: bool) -> None:
     body = f'DCGM_FI_DEV_MEMORY_TEMP{{gpu="0"}} {value}\n'
     assert bool(canon(body, "dcgm")) is mapped
+
+
+def test_dcgm_memory_temperature_zero_means_no_sensor() -> None:
+    """GPUs without an HBM temperature sensor (L4, A10, consumer cards) report MEMORY_TEMP 0:
+    that is no reading, not 0 °C; the GPU temperature's 0 stays a value, and so does a real
+    memory temperature."""
+    body = (
+        'DCGM_FI_DEV_MEMORY_TEMP{gpu="0",modelName="NVIDIA L4"} 0\n'
+        'DCGM_FI_DEV_MEMORY_TEMP{gpu="1",modelName="NVIDIA H100 80GB HBM3"} 41\n'
+        'DCGM_FI_DEV_GPU_TEMP{gpu="0",modelName="NVIDIA L4"} 0\n'
+    )
+    assert canon(body, "dcgm") == {
+        k("gpu_memory_temperature_celsius", engine="dcgm", gpu="1", gpu_model="NVIDIA H100 80GB HBM3"): 41.0,
+        k("gpu_temperature_celsius", engine="dcgm", gpu="0", gpu_model="NVIDIA L4"): 0.0,
+    }

@@ -108,7 +108,7 @@ def test_newer_hostname_spelling_and_unsupported_fields() -> None:
 
 
 def test_latest_sample_wins_and_stale_or_unknown_series_are_dropped() -> None:
-    labels = {"gpu": "0", "uuid": "GPU-x", "model_name": 'A "quoted" name', "pci_bus_id": "b", "host": "h"}
+    labels = {"gpu": "0", "uuid": "GPU-x", "gpu_model": 'A "quoted" name', "pci_bus_id": "b", "host": "h"}
     temp = SeriesKey.of("gpu_temperature_celsius", labels)
     power = SeriesKey.of("gpu_power_watts", labels)
     samples = [

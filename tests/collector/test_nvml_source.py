@@ -26,7 +26,7 @@ from tests.collector.fake_pynvml import (
 )
 
 T = TypeVar("T")
-IDENTITY = {"gpu", "uuid", "model_name", "pci_bus_id", "host"}
+IDENTITY = {"gpu", "uuid", "gpu_model", "pci_bus_id", "host"}
 Values = dict[tuple[str, str, tuple[tuple[str, str], ...]], float]
 
 
@@ -118,7 +118,7 @@ def test_every_gpu_reports_every_metric_in_base_units() -> None:
     assert key.labels_dict() == {
         "gpu": "3",
         "uuid": uuid_of(3),
-        "model_name": MODEL,
+        "gpu_model": MODEL,
         "pci_bus_id": "00000000:5D:00.0",
         "host": "node-a",
     }

@@ -20,7 +20,7 @@ WARMUP = 5 * 60_000  # samples start 5 min early so the first minute's counter i
 
 
 def _gpu(host: str, gpu: str, util: float, watts: float) -> list[tuple[SeriesKey, float, float]]:
-    labels = {"host": host, "gpu": gpu, "uuid": f"GPU-{host}-{gpu}", "model_name": H100}
+    labels = {"host": host, "gpu": gpu, "uuid": f"GPU-{host}-{gpu}", "gpu_model": H100}
     return [
         (SeriesKey.of("gpu_utilization_ratio", labels), util, 0.0),
         (SeriesKey.of("gpu_power_watts", labels), watts, 0.0),

@@ -67,7 +67,7 @@ def cost_settings() -> CostSettings:
 def _series() -> list[tuple[SeriesKey, float, float]]:
     out: list[tuple[SeriesKey, float, float]] = []
     for host, gpu, util, watts in (("n1", "0", 0.8, 300.0), ("n1", "1", 0.0, 60.0), ("n2", "0", 0.5, 300.0)):
-        labels = {"host": host, "gpu": gpu, "uuid": f"GPU-{host}-{gpu}", "model_name": H100}
+        labels = {"host": host, "gpu": gpu, "uuid": f"GPU-{host}-{gpu}", "gpu_model": H100}
         out += [(SeriesKey.of("gpu_utilization_ratio", labels), util, 0.0),
                 (SeriesKey.of("gpu_power_watts", labels), watts, 0.0),
                 (SeriesKey.of("gpu_energy_joules_total", labels), 0.0, watts)]

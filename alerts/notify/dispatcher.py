@@ -39,6 +39,11 @@ def event_wait(event: threading.Event, timeout_s: float) -> bool:
 
 
 def backoff_ms(attempt: int, retry: RetryConfig, rng: random.Random) -> int:
+    # Deliberately not a retry library. The attempt count and the next attempt time live in the
+    # outbox (they survive restarts), so no decorator/loop (tenacity, stamina) can own the retry.
+    # tenacity's wait_random_exponential is this exact formula, but it draws from the global
+    # `random` module (no way to pass our seeded rng) and wants a RetryCallState built around a
+    # Retrying object just to read `attempt_number`; two lines are clearer than that.
     ceiling = min(retry.max_backoff, retry.initial_backoff * 2 ** max(0, min(attempt - 1, 40)))
     return int(rng.uniform(0, ceiling))
 

@@ -127,12 +127,34 @@ def test_failures_are_counted_by_cause() -> None:
 def test_progress_bar_only_when_asked_or_a_terminal() -> None:
     from worker.loadgen.progress import Progress
 
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
     quiet = io.StringIO()
     Progress(quiet, total=3).update(1, 0, 0.1)  # a StringIO is not a terminal
     assert quiet.getvalue() == ""
-    shown = io.StringIO()
+    off = Tty()
+    Progress(off, total=3, enabled=False).update(1, 0, 0.1)  # --no-progress on a terminal
+    assert off.getvalue() == ""
+    unused = Tty()
+    Progress(unused, total=3).close()  # nothing was shown: nothing to end
+    assert unused.getvalue() == ""
+
+    shown = io.StringIO()  # asked for on a pipe: the final line once, no redraws
     bar = Progress(shown, total=4, enabled=True)
     for done in (1, 2, 3):
         bar.update(done, 0, done * 0.01)
     bar.close()
-    assert "3 done, 0 failed" in shown.getvalue() and shown.getvalue().endswith("\n")
+    text = shown.getvalue()
+    assert "3 done, 0 failed,    0.0 s, 100.00 req/s" in text and text.endswith("\n")
+    assert "1 done" not in text and "\x1b" not in text and "\r" not in text
+    assert "\u2501" in text  # rich's bar (a request total is known)
+
+    live = Tty()  # a terminal: redrawn in place with cursor control, then the line is ended
+    bar = Progress(live, duration_s=10.0)
+    bar.update(2, 1, 5.0)
+    bar.close()
+    text = live.getvalue()
+    assert "0 done" not in text and "\x1b[" in text
+    assert "2 done, 1 failed,    5.0 s,   0.40 req/s\n" in text

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import random
+import time
+from datetime import UTC, datetime
 
 import httpx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from standardwebhooks import Webhook, WebhookVerificationError
 
 from alerts.model import Alert
 from alerts.notify.config import NotifyConfig, RetryConfig
@@ -18,7 +21,7 @@ from alerts.notify.inhibit import Inhibitor, InhibitRule
 from alerts.notify.matchers import Matcher, parse_matcher
 from alerts.notify.payloads import Notification, rfc3339, slack_text, webhook_body
 from alerts.notify.routing import compile_routes
-from alerts.notify.signing import SignatureError, sign, verify
+from alerts.notify.signing import SignatureError, sign, signature_headers, verify
 from alerts.notify.sinks import classify, parse_retry_after
 from tests.alerts.notify.conftest import alert
 from tests.conftest import T0
@@ -153,6 +156,40 @@ def test_standard_webhooks_reference_vector() -> None:
             verify(secret, broken, body, now_s=now)
     with pytest.raises(SignatureError):
         verify(secret, headers, body + b" ", now_s=1614265330)
+
+
+def test_our_signatures_pass_the_reference_verifier() -> None:
+    """The package's own ``Webhook.verify`` (wall clock, 5-minute window) accepts what we send,
+    and rejects a tampered body, another id and a timestamp outside the window; ours agrees."""
+    secret, body = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", '{"alerts": ["é"]}'.encode()
+    now = int(time.time())
+    headers = signature_headers(secret, "msg_1", now, body)
+    assert Webhook(secret).verify(body, headers) == {"alerts": ["é"]}
+    assert verify(secret, headers, body, now_s=now) == "msg_1"
+    stale = signature_headers(secret, "msg_1", now - 3600, body)
+    future = signature_headers(secret, "msg_1", now + 3600, body)
+    for bad_headers, bad_body in [(headers, body + b" "), (headers, body.replace(b"alerts", b"alertz")),
+                                  ({**headers, "webhook-id": "msg_2"}, body), (stale, body), (future, body)]:
+        with pytest.raises(WebhookVerificationError):
+            Webhook(secret).verify(bad_body, bad_headers)
+        with pytest.raises(SignatureError):
+            verify(secret, bad_headers, bad_body, now_s=now)
+    # and the other way round: a signature made by the package passes our verify
+    theirs = Webhook(secret).sign("msg_3", datetime.fromtimestamp(now, tz=UTC), body.decode())
+    assert verify(secret, {"webhook-id": "msg_3", "webhook-timestamp": str(now), "webhook-signature": theirs},
+                  body, now_s=now) == "msg_3"
+
+
+def test_secret_formats() -> None:
+    bare = "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    assert sign(bare, "m", 1, b"{}") == sign("whsec_" + bare, "m", 1, b"{}")  # the prefix is optional
+    for bad in ["whsec_MfKQ9r8G!YqrTwjUPD8ILPZIo2LaLaSw", "whsec_", "whsec_abc"]:  # not base64 / empty
+        with pytest.raises(ValueError):
+            sign(bad, "m", 1, b"{}")
+    headers = signature_headers(None, "m", 1, b"{}")
+    assert headers == {"webhook-id": "m", "webhook-timestamp": "1"}  # unsigned without a secret
+    with pytest.raises(SignatureError):
+        verify(bare, {**signature_headers(bare, "m", 1, b"{}"), "webhook-signature": "garbage"}, b"{}", now_s=1)
 
 
 def test_retry_after_and_classification() -> None:

@@ -27,9 +27,9 @@ ACTIONS = ("add_instance", "remove_instance")
 
 class ScalePolicy(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    cooldown: str = "300s"
-    min_instances: int = Field(2, ge=1)
-    max_instances: int = Field(16, ge=1)
+    cooldown: str = Field("300s", description="one recommendation per scope per cooldown (duration)")
+    min_instances: int = Field(2, ge=1, description="recommendations never go below this many instances")
+    max_instances: int = Field(16, ge=1, description="recommendations never go above this many instances")
 
 
 @dataclass(frozen=True)

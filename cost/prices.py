@@ -23,7 +23,11 @@ def _utc(value: datetime) -> datetime:
 
 
 class _Effective(_Strict):
-    effective_from: datetime = EPOCH
+    effective_from: datetime = Field(
+        EPOCH,
+        description="in effect from this time (UTC unless an offset is given); a change re-prices history on "
+        "request: `infermeter cost recompute --since DATE`",
+    )
 
     @field_validator("effective_from")
     @classmethod
@@ -37,8 +41,8 @@ class _Effective(_Strict):
 
 class GpuPrice(_Effective):
     gpu_model: str = Field(description="case-insensitive substring of the NVML name, e.g. 'H100 80GB'; '*' matches all")
-    purchase_class: str = "on_demand"
-    dollars_per_gpu_hour: float = Field(ge=0)
+    purchase_class: str = Field("on_demand", description="on_demand, spot or reserved")
+    dollars_per_gpu_hour: float = Field(ge=0, description="$ per GPU-hour")
 
     @field_validator("purchase_class")
     @classmethod
@@ -49,17 +53,17 @@ class GpuPrice(_Effective):
 
 
 class ElectricityPrice(_Effective):
-    dollars_per_kwh: float = Field(ge=0)
+    dollars_per_kwh: float = Field(ge=0, description="$ per kWh of electricity")
     pue: float = Field(1.0, ge=1.0, description="power usage effectiveness of the data centre")
 
 
 class OverheadPrice(_Effective):
-    dollars_per_node_hour: float = Field(ge=0)
+    dollars_per_node_hour: float = Field(ge=0, description="$ per node-hour (space, network, staff, ...)")
 
 
 class NodeFacts(_Strict):
     host: str = Field(description="regex, fully anchored, on the GPU series' host label")
-    purchase_class: str = "on_demand"
+    purchase_class: str = Field("on_demand", description="on_demand, spot or reserved")
     model: str | None = Field(None, description="the model the node's GPUs serve (else found from labels)")
 
     @field_validator("host")
@@ -73,11 +77,11 @@ class NodeFacts(_Strict):
 
 
 class Budget(_Strict):
-    scope: str = Field("fleet", pattern="^(fleet|model)$")
-    model: str = ""
+    scope: str = Field("fleet", pattern="^(fleet|model)$", description="fleet, or model (then `model` is required)")
+    model: str = Field("", description="the model label a model budget applies to")
     cost_per_million_tokens: float | None = Field(None, gt=0, description="$ per 1M generated tokens")
     spend_per_period: float | None = Field(None, gt=0, description="$ per period")
-    period: str = Field("month", pattern="^(day|week|month)$")
+    period: str = Field("month", pattern="^(day|week|month)$", description="the period of spend_per_period")
 
     @model_validator(mode="after")
     def _scope_model(self) -> Budget:
@@ -87,18 +91,29 @@ class Budget(_Strict):
 
 
 class CostSettings(_Strict):
-    currency: str = "USD"
+    currency: str = Field("USD", description="the currency of every price (shown in the API and reports)")
     gpu_prices: list[GpuPrice] = Field(
         default_factory=lambda: [GpuPrice(gpu_model="*", dollars_per_gpu_hour=2.0)],
         description="ours: a placeholder $2/GPU-hour until prices are configured",
     )
-    electricity: list[ElectricityPrice] = Field(default_factory=lambda: [ElectricityPrice(dollars_per_kwh=0.12, pue=1.3)])
-    overhead: list[OverheadPrice] = Field(default_factory=lambda: [OverheadPrice(dollars_per_node_hour=0.0)])
-    nodes: list[NodeFacts] = Field(default_factory=list)
-    default_purchase_class: str = "on_demand"
+    electricity: list[ElectricityPrice] = Field(
+        default_factory=lambda: [ElectricityPrice(dollars_per_kwh=0.12, pue=1.3)],
+        description="electricity price and PUE, each from a date",
+    )
+    overhead: list[OverheadPrice] = Field(
+        default_factory=lambda: [OverheadPrice(dollars_per_node_hour=0.0)],
+        description="overhead per node-hour, each from a date",
+    )
+    nodes: list[NodeFacts] = Field(
+        default_factory=list,
+        description="per node (regex on the host label): purchase class and, optionally, the model its GPUs serve",
+    )
+    default_purchase_class: str = Field("on_demand", description="purchase class of nodes no `nodes` entry matches")
     idle_utilization: float = Field(0.05, ge=0, lt=1, description="a GPU-minute below this is idle cost")
-    budgets: list[Budget] = Field(default_factory=list)
-    interval: str = "1m"
+    budgets: list[Budget] = Field(
+        default_factory=list, description="cost per 1M tokens and/or spend per period, for the fleet or one model"
+    )
+    interval: str = Field("1m", description="how often cost is computed (duration)")
 
 
 class PriceBook:

@@ -30,37 +30,65 @@ class _Strict(BaseModel):
 
 
 class ServerSettings(_Strict):
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=1, le=65535)
-    # Request bodies over this many bytes answer 413 (after decompression for gzip bodies).
-    max_body_bytes: int = Field(16 * 1024 * 1024, ge=1024)
-    # Bearer token for write endpoints; set it through INFERMETER_API_TOKEN, not the file.
-    api_token: str | None = None
-    # Reads (queries, alerts, cost) answer without the token unless this is false.
-    open_reads: bool = True
+    host: str = Field("127.0.0.1", description="address the HTTP API listens on (INFERMETER_HOST overrides it)")
+    port: int = Field(8000, ge=1, le=65535, description="port of the HTTP API (INFERMETER_PORT overrides it)")
+    max_body_bytes: int = Field(
+        16 * 1024 * 1024, ge=1024,
+        description="request bodies over this many bytes answer 413 (after decompression for gzip bodies)",
+    )
+    api_token: str | None = Field(
+        None, description="bearer token for write endpoints; set it through INFERMETER_API_TOKEN, not the file"
+    )
+    open_reads: bool = Field(
+        True, description="reads (queries, alerts, cost) answer without the token unless this is false"
+    )
 
 
 class RetentionSettings(_Strict):
-    raw: DurationMs = 7 * 86_400_000
-    rollup_1m: DurationMs = Field(35 * 86_400_000, alias="1m")
-    rollup_1h: DurationMs = Field(400 * 86_400_000, alias="1h")
+    raw: DurationMs = Field(7 * 86_400_000, description="how long raw samples are kept")
+    rollup_1m: DurationMs = Field(35 * 86_400_000, alias="1m", description="how long 1-minute rollups are kept")
+    rollup_1h: DurationMs = Field(400 * 86_400_000, alias="1h", description="how long 1-hour rollups are kept")
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
 class StoreSettings(_Strict):
-    url: str = "sqlite:///./data/infermeter.db"
-    sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = "NORMAL"
-    busy_timeout: DurationMs = 10_000
-    out_of_order_window: DurationMs = 300_000
-    chunk_range: DurationMs = 7_200_000
-    head_retain: DurationMs = 3_600_000
-    idle_flush: DurationMs = 3_600_000
-    checkpoint_grace: DurationMs = 60_000
-    retention: RetentionSettings = RetentionSettings()
-    maintenance_interval: DurationMs = 30_000
-    rollup_cache_rows: int = Field(2_000_000, ge=0)
-    max_head_samples: int = Field(10_000_000, ge=1_000)
+    url: str = Field(
+        "sqlite:///./data/infermeter.db",
+        description="SQLite file (created on first start) or PostgreSQL through psycopg 3, "
+        "e.g. postgresql+psycopg://infermeter@db:5432/infermeter (INFERMETER_STORE_URL overrides it)",
+    )
+    sqlite_synchronous: Literal["OFF", "NORMAL", "FULL", "EXTRA"] = Field(
+        "NORMAL", description="SQLite durability: NORMAL survives a killed process; FULL also survives power loss"
+    )
+    busy_timeout: DurationMs = Field(10_000, description="how long a write waits for a locked SQLite database")
+    out_of_order_window: DurationMs = Field(
+        300_000, description="samples older than a series' newest sample by more than this are rejected (too_old)"
+    )
+    chunk_range: DurationMs = Field(
+        7_200_000, description="head samples are cut into compressed chunks at multiples of this (whole hours)"
+    )
+    head_retain: DurationMs = Field(
+        3_600_000, description="flushed samples stay in memory this long for rules and live panels"
+    )
+    idle_flush: DurationMs = Field(
+        3_600_000, description="a series that received nothing for this long is flushed completely"
+    )
+    checkpoint_grace: DurationMs = Field(
+        60_000, description="once some series are due for a checkpoint, wait at most this long for the rest"
+    )
+    retention: RetentionSettings = Field(RetentionSettings(), description="how long each resolution is kept")
+    maintenance_interval: DurationMs = Field(30_000, description="idle flushes and retention run this often")
+    rollup_cache_rows: int = Field(
+        2_000_000, ge=0,
+        description="rollup rows of recently read series kept in memory (~72 bytes each) so dashboards that "
+        "redraw the same range do not re-read SQL; 0 turns the cache off",
+    )
+    max_head_samples: int = Field(
+        10_000_000, ge=1_000,
+        description="above this many samples in memory (about 24 bytes each), checkpoint early at a minute "
+        "boundary instead of waiting for the chunk range",
+    )
 
     @field_validator("url")
     @classmethod
@@ -92,14 +120,16 @@ class StoreSettings(_Strict):
 class TargetSettings(_Strict):
     """One job: the same scrape settings for one or more URLs of /metrics endpoints."""
 
-    job: str = Field(min_length=1)
-    urls: list[str] = Field(min_length=1)
-    interval: DurationMs | None = None
-    timeout: DurationMs | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
-    # Which engine's names to map onto the canonical metrics: auto detects it from the
-    # metric names; none stores the raw series only. Raw series are always stored too.
-    engine: Literal["auto", "vllm", "sglang", "tgi", "triton", "dcgm", "none"] = "auto"
+    job: str = Field(min_length=1, description="the job label of every series scraped from these URLs")
+    urls: list[str] = Field(min_length=1, description="http(s) URLs of Prometheus text /metrics endpoints")
+    interval: DurationMs | None = Field(None, description="scrape interval of this job; null: scrape.interval")
+    timeout: DurationMs | None = Field(None, description="scrape timeout of this job; null: scrape.timeout")
+    labels: dict[str, str] = Field(default_factory=dict, description="extra labels added to every series of the job")
+    engine: Literal["auto", "vllm", "sglang", "tgi", "triton", "dcgm", "none"] = Field(
+        "auto",
+        description="which engine's names to map onto the canonical metrics: auto detects it from the metric "
+        "names; none stores the raw series only (raw series are always stored too)",
+    )
 
     @field_validator("urls")
     @classmethod
@@ -120,13 +150,20 @@ class TargetSettings(_Strict):
 
 
 class ScrapeSettings(_Strict):
-    interval: DurationMs = 15_000
-    timeout: DurationMs = 10_000
-    # Per target: a body over this many bytes (decompressed) or more series than this
-    # (0: no limit) fails that scrape with up=0.
-    body_limit: int = Field(64 * 1024 * 1024, ge=1024)
-    series_limit: int = Field(0, ge=0)
-    targets: list[TargetSettings] = Field(default_factory=list)
+    interval: DurationMs = Field(15_000, description="default scrape interval of every target")
+    timeout: DurationMs = Field(10_000, description="default scrape timeout of every target")
+    body_limit: int = Field(
+        64 * 1024 * 1024, ge=1024,
+        description="per target: a body over this many bytes (decompressed) fails that scrape with up=0",
+    )
+    series_limit: int = Field(
+        0, ge=0, description="per target: more series than this fails that scrape with up=0 (0: no limit)"
+    )
+    targets: list[TargetSettings] = Field(
+        default_factory=list,
+        description="Prometheus text endpoints to scrape (vLLM, SGLang, TGI, Triton, dcgm-exporter, ...); every "
+        "series gets job and instance labels; reload without a restart: kill -HUP <pid> or POST /-/reload",
+    )
 
     @model_validator(mode="after")
     def _timeouts_fit(self) -> ScrapeSettings:
@@ -143,60 +180,81 @@ class ScrapeSettings(_Strict):
 class NcclSettings(_Strict):
     """NCCL logs, PyTorch watchdog messages, Inspector output and nccl-tests results to follow."""
 
-    paths: list[str] = Field(default_factory=list)  # file globs
-    state_file: str = "./data/nccl-state.json"  # read offsets and counters survive restarts
-    interval: DurationMs = 15_000
+    paths: list[str] = Field(
+        default_factory=list,
+        description="file globs of NCCL_DEBUG logs, watchdog messages, Inspector JSON lines and *.prom files, "
+        "and nccl-tests output; empty: off",
+    )
+    state_file: str = Field(
+        "./data/nccl-state.json", description="read offsets and counters, so that they survive restarts"
+    )
+    interval: DurationMs = Field(15_000, description="how often the files are read")
 
 
 class GpuSettings(_Strict):
     """Local GPUs through NVML. ``auto``: collect when NVML loads, else the target reports up=0
     (once logged) and everything else carries on; ``off``: no GPU target."""
 
-    nvml: Literal["auto", "off"] = "auto"
-    interval: DurationMs = 15_000
-    per_call_timeout: DurationMs = 2_000
-    # Also serve the GPU series on /metrics under dcgm-exporter's names, units and labels,
-    # so NVIDIA's Grafana dashboard works unchanged.
-    dcgm_names_on_metrics: bool = True
-    dcgm_hostname_label: Literal["Hostname", "hostname"] = "Hostname"
+    nvml: Literal["auto", "off"] = Field(
+        "auto", description="auto: collect when the NVML library loads (else the gpu target reports up=0); off: no GPU target"
+    )
+    interval: DurationMs = Field(15_000, description="how often the GPUs are read")
+    per_call_timeout: DurationMs = Field(2_000, description="limit of one NVML call")
+    dcgm_names_on_metrics: bool = Field(
+        True,
+        description="also serve the GPU series on /metrics under dcgm-exporter's names, units and labels, "
+        "so NVIDIA's Grafana dashboard works unchanged",
+    )
+    dcgm_hostname_label: Literal["Hostname", "hostname"] = Field(
+        "Hostname", description="the host label's name on those series (hostname for newer exporters)"
+    )
 
 
 class TelemetrySettings(_Strict):
     """OpenTelemetry metrics and traces of the service itself over OTLP/HTTP; off without an endpoint."""
 
-    otlp_endpoint: str | None = None  # e.g. http://127.0.0.1:4318
-    export_interval: DurationMs = 15_000
-    service_name: str = "infermeter"
+    otlp_endpoint: str | None = Field(None, description="OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318; null: off")
+    export_interval: DurationMs = Field(15_000, description="how often metrics are exported")
+    service_name: str = Field("infermeter", description="service.name of the exported telemetry")
 
 
 class LoggingSettings(_Strict):
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="the lowest level logged")
 
 
 class AlertSettings(_Strict):
-    # Prometheus-shaped rule files; relative paths are read from the config file's folder.
-    rule_files: list[str] = Field(default_factory=list)
-    default_rules: bool = True
-    thresholds: Thresholds = Thresholds()
-    evaluation_interval: DurationMs = 30_000
-    # Base of the links in alerts (generatorURL) and notifications.
-    external_url: str = "http://127.0.0.1:8000"
-    scaling: ScalePolicy = ScalePolicy()
+    rule_files: list[str] = Field(
+        default_factory=list,
+        description="Prometheus-shaped rule files; relative paths are read from the config file's folder "
+        "(`infermeter rules check FILE` reports problems as file:line:column)",
+    )
+    default_rules: bool = Field(True, description="evaluate the default rule pack (see README \"Alerts\")")
+    thresholds: Thresholds = Field(Thresholds(), description="the thresholds of the default rule pack")
+    evaluation_interval: DurationMs = Field(30_000, description="how often the rules are evaluated")
+    external_url: str = Field(
+        "http://127.0.0.1:8000", description="base of the links in alerts (generatorURL) and notifications"
+    )
+    scaling: ScalePolicy = Field(ScalePolicy(), description="scale-out/in recommendations")
 
 
 class Settings(_Strict):
-    server: ServerSettings = ServerSettings()
-    store: StoreSettings = StoreSettings()
-    scrape: ScrapeSettings = ScrapeSettings()
-    nccl: NcclSettings = NcclSettings()
-    gpu: GpuSettings = GpuSettings()
-    telemetry: TelemetrySettings = TelemetrySettings()
-    logging: LoggingSettings = LoggingSettings()
-    alerts: AlertSettings = AlertSettings()
-    cost: CostSettings = CostSettings()
-    notify: NotifyConfig = NotifyConfig()
-    # The reference worker (seed 004's fields); `infermeter up` runs it as a child unless
-    # worker.embedded is false, and scrapes it as a vLLM server.
-    worker: WorkerConfig = WorkerConfig()
-    # The Dash dashboard at /dashboard/ on the API's port.
-    dashboard: DashboardSettings = DashboardSettings()
+    server: ServerSettings = Field(ServerSettings(), description="the HTTP API")
+    store: StoreSettings = Field(StoreSettings(), description="where and how samples are stored")
+    scrape: ScrapeSettings = Field(ScrapeSettings(), description="Prometheus endpoints to scrape")
+    nccl: NcclSettings = Field(NcclSettings(), description=NcclSettings.__doc__)
+    gpu: GpuSettings = Field(GpuSettings(), description="local GPUs through NVML (nvidia-ml-py)")
+    telemetry: TelemetrySettings = Field(TelemetrySettings(), description=TelemetrySettings.__doc__)
+    logging: LoggingSettings = Field(LoggingSettings(), description="the service's own log")
+    alerts: AlertSettings = Field(AlertSettings(), description="alerting rules and their evaluation")
+    cost: CostSettings = Field(CostSettings(), description="the price book and budgets")
+    notify: NotifyConfig = Field(
+        NotifyConfig(), description="notifications, shaped like Alertmanager's route / receivers / inhibit_rules"
+    )
+    worker: WorkerConfig = Field(
+        WorkerConfig(),
+        description="the reference worker (seed 004's fields); `infermeter up` runs it as a child unless "
+        "worker.embedded is false, and scrapes it as a vLLM server",
+    )
+    dashboard: DashboardSettings = Field(
+        DashboardSettings(), description="the Dash dashboard at /dashboard/ on the API's port"
+    )

@@ -35,66 +35,84 @@ class _Strict(BaseModel):
 class BaselineLoadConfig(_Strict):
     """The gentle load ``infermeter up`` drives against its child worker (closed loop)."""
 
-    enabled: bool = True
-    # Virtual users, each sending its next request think_time_ms after the previous answer.
-    concurrency: int = Field(1, ge=1, le=64)
-    # Open-loop Poisson arrivals in requests/s instead of closed-loop users, when set.
-    rate: float | None = Field(None, gt=0)
-    think_time_ms: int = Field(1000, ge=0)
-    prompt_tokens: int = Field(64, ge=1)
-    output_tokens: int = Field(32, ge=1)
-    # The service starts the load only after the worker's health check answers 200.
-    start_delay_ms: int = Field(0, ge=0)
+    enabled: bool = Field(True, description="drive the baseline load")
+    concurrency: int = Field(
+        1, ge=1, le=64, description="virtual users, each sending its next request think_time_ms after the previous answer"
+    )
+    rate: float | None = Field(
+        None, gt=0, description="open-loop Poisson arrivals in requests/s instead of closed-loop users, when set"
+    )
+    think_time_ms: int = Field(1000, ge=0, description="pause of a virtual user between an answer and its next request")
+    prompt_tokens: int = Field(64, ge=1, description="prompt length of each request")
+    output_tokens: int = Field(32, ge=1, description="max_tokens of each request")
+    start_delay_ms: int = Field(
+        0, ge=0, description="wait after the worker's health check first answers 200 before the load starts"
+    )
 
 
 class TracingConfig(_Strict):
     """OpenTelemetry spans per request (queue, prefill, decode)."""
 
-    exporter: Literal["none", "console", "otlp"] = "none"
-    # OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:4318/v1/traces (otlp only).
-    endpoint: str | None = None
-    service_name: str = "infermeter-worker"
+    exporter: Literal["none", "console", "otlp"] = Field("none", description="where the spans go")
+    endpoint: str | None = Field(
+        None, description="OTLP/HTTP traces endpoint, e.g. http://127.0.0.1:4318/v1/traces (otlp only)"
+    )
+    service_name: str = Field("infermeter-worker", description="service.name of the spans")
 
 
 class WorkerConfig(_Strict):
     # -- seed 004 step 3 -------------------------------------------------------------------
-    # A reference size (ref-tiny, ref-small, ref-1b, ref-7b: weights generated from `seed`
-    # into model_dir/<name>) or the directory of a Hugging Face-format Llama checkpoint.
-    model_path: str = "ref-tiny"
-    # auto: bf16 on CUDA, bf16 on CPUs with native bf16 (AVX512-BF16/AMX), else fp32.
-    # int8/fp8/int4 are accepted by `infermeter plan` only.
-    precision: Precision = "auto"
-    tensor_parallel_size: int = Field(1, ge=1, le=64)
-    max_context_length: int = Field(8192, ge=16, le=1_048_576)
-    max_batch_size: int = Field(32, ge=1, le=4096)
-    timeout_ms: int = Field(30_000, ge=1)
-    host: str = "127.0.0.1"
-    port: int = Field(8080, ge=1, le=65535)
-    health_check_path: str = "/health"
+    model_path: str = Field(
+        "ref-tiny",
+        description="a reference size (ref-tiny, ref-small, ref-1b, ref-7b: weights generated from `seed` into "
+        "model_dir/<name>) or the directory of a Hugging Face-format Llama checkpoint",
+    )
+    precision: Precision = Field(
+        "auto",
+        description="auto: bf16 on CUDA, bf16 on CPUs with native bf16 (AVX512-BF16/AMX), else fp32; "
+        "int8/fp8/int4 are accepted by `infermeter plan` only",
+    )
+    tensor_parallel_size: int = Field(1, ge=1, le=64, description="GPUs one model instance is split across")
+    max_context_length: int = Field(8192, ge=16, le=1_048_576, description="prompt plus output tokens of one request")
+    max_batch_size: int = Field(32, ge=1, le=4096, description="requests decoded together")
+    timeout_ms: int = Field(30_000, ge=1, description="a request running longer than this is cut off")
+    host: str = Field("127.0.0.1", description="address the worker listens on")
+    port: int = Field(8080, ge=1, le=65535, description="port of the worker")
+    health_check_path: str = Field("/health", description="path answering 200 once the model is loaded")
     # -- ours ------------------------------------------------------------------------------
-    # `infermeter up` starts this worker as a child process (false: run `infermeter worker`
-    # yourself, or point the service at another server).
-    embedded: bool = True
-    served_model_name: str | None = None  # the model_name label; defaults to model_path
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    seed: int = Field(0, ge=0)  # seed of the generated reference weights
-    model_dir: str = "./data/models"  # where generated reference weights are cached
-    # Requests waiting for a batch slot beyond this answer 429 with Retry-After.
-    max_waiting_requests: int = Field(256, ge=0)
-    # Prompt tokens prefilled per engine iteration before the next decode step (chunked
-    # prefill: a long prompt cannot stall the running requests for long).
-    prefill_chunk_tokens: int = Field(256, ge=16)
-    # Memory kept free beyond weights + KV cache (activations, allocator slack), fraction of
-    # the device's total memory.
-    memory_margin: float = Field(0.10, ge=0.0, lt=1.0)
-    # torch intra-op threads on CPU; 0 = auto (1 for tiny models, else all cores but one)
-    num_threads: int = Field(0, ge=0)
-    # How long a SIGTERM waits for in-flight requests; default timeout_ms.
-    drain_timeout_ms: int | None = Field(None, ge=0)
-    # The largest max_tokens one request may ask for (also bounded by the context).
-    max_tokens_limit: int = Field(4096, ge=1)
-    baseline: BaselineLoadConfig = BaselineLoadConfig()
-    tracing: TracingConfig = TracingConfig()
+    embedded: bool = Field(
+        True,
+        description="`infermeter up` starts this worker as a child process (false: run `infermeter worker` "
+        "yourself, or point the service at another server)",
+    )
+    served_model_name: str | None = Field(None, description="the model_name label; null: model_path")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: cuda when available, else cpu")
+    seed: int = Field(0, ge=0, description="seed of the generated reference weights")
+    model_dir: str = Field("./data/models", description="where generated reference weights are cached")
+    max_waiting_requests: int = Field(
+        256, ge=0, description="requests waiting for a batch slot beyond this answer 429 with Retry-After"
+    )
+    prefill_chunk_tokens: int = Field(
+        256, ge=16,
+        description="prompt tokens prefilled per engine iteration before the next decode step (chunked prefill: "
+        "a long prompt cannot stall the running requests for long)",
+    )
+    memory_margin: float = Field(
+        0.10, ge=0.0, lt=1.0,
+        description="memory kept free beyond weights + KV cache (activations, allocator slack), fraction of "
+        "the device's total memory",
+    )
+    num_threads: int = Field(
+        0, ge=0, description="torch intra-op threads on CPU; 0 = auto (1 for tiny models, else all cores but one)"
+    )
+    drain_timeout_ms: int | None = Field(
+        None, ge=0, description="how long a SIGTERM waits for in-flight requests; null: timeout_ms"
+    )
+    max_tokens_limit: int = Field(
+        4096, ge=1, description="the largest max_tokens one request may ask for (also bounded by the context)"
+    )
+    baseline: BaselineLoadConfig = Field(BaselineLoadConfig(), description=BaselineLoadConfig.__doc__)
+    tracing: TracingConfig = Field(TracingConfig(), description=TracingConfig.__doc__)
 
     @field_validator("health_check_path")
     @classmethod

@@ -60,35 +60,37 @@ class _Model(BaseModel):
 class RouteConfig(_Model):
     """A child route. Unset fields inherit from the parent route."""
 
-    receiver: str | None = None
-    matchers: Matchers = ()
-    group_by: tuple[str, ...] | None = None  # ["..."] groups by every label
-    group_wait: DurationMs | None = None
-    group_interval: DurationMs | None = None
-    repeat_interval: DurationMs | None = None
-    continue_: bool = Field(False, alias="continue")
-    routes: tuple[RouteConfig, ...] = ()
+    receiver: str | None = Field(None, description="receiver of the alerts this route takes; null: the parent's")
+    matchers: Matchers = Field((), description='the alerts this route takes, e.g. severity="critical" (all must match)')
+    group_by: tuple[str, ...] | None = Field(None, description='labels to group by; ["..."] groups by every label; null: as the parent route')
+    group_wait: DurationMs | None = Field(None, description="group_wait of this route; null: the parent's")
+    group_interval: DurationMs | None = Field(None, description="group_interval of this route; null: the parent's")
+    repeat_interval: DurationMs | None = Field(None, description="repeat_interval of this route; null: the parent's")
+    continue_: bool = Field(False, alias="continue", description="keep matching the following sibling routes")
+    routes: tuple[RouteConfig, ...] = Field((), description="child routes")
 
 
 class RootRouteConfig(_Model):
     """The root route: every alert enters here; the first matching child (depth first) takes it."""
 
-    receiver: str = "default"
-    group_by: tuple[str, ...] = ("alertname",)
-    group_wait: DurationMs = 30_000
-    group_interval: DurationMs = 300_000
-    repeat_interval: DurationMs = 4 * 3_600_000
-    routes: tuple[RouteConfig, ...] = ()
+    receiver: str = Field("default", description="receiver of the alerts no child route takes")
+    group_by: tuple[str, ...] = Field(("alertname",), description='labels to group by; ["..."] groups by every label')
+    group_wait: DurationMs = Field(30_000, description="how long a new group waits for more alerts before the first notification")
+    group_interval: DurationMs = Field(300_000, description="how long to wait before notifying about changes in a group")
+    repeat_interval: DurationMs = Field(4 * 3_600_000, description="how long to wait before repeating an unchanged notification")
+    routes: tuple[RouteConfig, ...] = Field(
+        (), description="child routes; the first matching one (depth first) takes an alert"
+    )
 
 
 class WebhookConfig(_Model):
     """POSTs Alertmanager's version-4 webhook JSON; signed when ``secret`` is set."""
 
-    url: Url
-    secret: WebhookSecret = None
-    timeout: DurationMs = 10_000
-    max_alerts: int = Field(0, ge=0)  # 0 = all; the rest are counted in truncatedAlerts
-    send_resolved: bool = True
+    url: Url = Field(description="http(s) URL the payload is POSTed to")
+    secret: WebhookSecret = Field(None, description="whsec_<base64 key>: sign the requests (Standard Webhooks)")
+    timeout: DurationMs = Field(10_000, description="limit of one request")
+    max_alerts: int = Field(0, ge=0, description="alerts per payload; 0 = all; the rest are counted in truncatedAlerts")
+    send_resolved: bool = Field(True, description="also notify when alerts resolve")
 
 
 class AlertmanagerConfig(_Model):
@@ -98,34 +100,36 @@ class AlertmanagerConfig(_Model):
     so that Alertmanager resolves them on its own if this service stops.
     """
 
-    url: Url
-    timeout: DurationMs = 10_000
+    url: Url = Field(description="base URL of the Alertmanager")
+    timeout: DurationMs = Field(10_000, description="limit of one request")
 
 
 class SlackConfig(_Model):
     """Slack-style incoming webhook (``{"text": ...}``); also Mattermost and Rocket.Chat."""
 
-    url: Url
-    channel: str | None = None
-    username: str | None = None
-    send_resolved: bool = False
-    timeout: DurationMs = 10_000
+    url: Url = Field(description="the incoming webhook's URL")
+    channel: str | None = Field(None, description="channel override; null: the webhook's own")
+    username: str | None = Field(None, description="user name override; null: the webhook's own")
+    send_resolved: bool = Field(False, description="also notify when alerts resolve")
+    timeout: DurationMs = Field(10_000, description="limit of one request")
 
 
 class ReceiverConfig(_Model):
-    name: str = Field(min_length=1)
-    webhook_configs: tuple[WebhookConfig, ...] = ()
-    alertmanager_configs: tuple[AlertmanagerConfig, ...] = ()
-    slack_configs: tuple[SlackConfig, ...] = ()
+    name: str = Field(min_length=1, description="the name routes refer to")
+    webhook_configs: tuple[WebhookConfig, ...] = Field((), description=WebhookConfig.__doc__)
+    alertmanager_configs: tuple[AlertmanagerConfig, ...] = Field(
+        (), description="pushes the group's alerts to an existing Alertmanager (API v2)"
+    )
+    slack_configs: tuple[SlackConfig, ...] = Field((), description=SlackConfig.__doc__)
 
 
 class InhibitRuleConfig(_Model):
     """While an alert matching ``source_matchers`` fires, alerts matching ``target_matchers``
     that carry the same values of the ``equal`` labels (missing counts as empty) are muted."""
 
-    source_matchers: Matchers = Field(min_length=1)
-    target_matchers: Matchers = Field(min_length=1)
-    equal: tuple[str, ...] = ()
+    source_matchers: Matchers = Field(min_length=1, description="alerts that mute others while they fire")
+    target_matchers: Matchers = Field(min_length=1, description="alerts that are muted")
+    equal: tuple[str, ...] = Field((), description="labels whose values must be the same in both")
 
 
 DEFAULT_INHIBIT_RULES = (
@@ -142,29 +146,39 @@ DEFAULT_INHIBIT_RULES = (
 class RetryConfig(_Model):
     """Capped exponential backoff with full jitter: wait uniform(0, min(max, initial * 2**n))."""
 
-    initial_backoff: DurationMs = 1_000
-    max_backoff: DurationMs = 300_000
-    max_retry_after: DurationMs = 3_600_000  # a receiver's Retry-After is honoured up to this
-    max_age: DurationMs = 24 * 3_600_000  # an undelivered notification older than this fails
+    initial_backoff: DurationMs = Field(1_000, description="the first wait before a retry")
+    max_backoff: DurationMs = Field(300_000, description="the longest wait between retries")
+    max_retry_after: DurationMs = Field(3_600_000, description="a receiver's Retry-After is honoured up to this")
+    max_age: DurationMs = Field(24 * 3_600_000, description="an undelivered notification older than this fails")
 
 
 class DeliveryConfig(_Model):
-    workers: int = Field(4, ge=1, le=64)  # concurrent sends (at most one per integration)
-    poll_interval: DurationMs = 1_000  # longest sleep of the loops between checks
-    keep_sent: DurationMs = 24 * 3_600_000
-    keep_failed: DurationMs = 7 * 86_400_000
+    workers: int = Field(4, ge=1, le=64, description="concurrent sends (at most one per integration)")
+    poll_interval: DurationMs = Field(1_000, description="longest sleep of the loops between checks")
+    keep_sent: DurationMs = Field(24 * 3_600_000, description="sent notifications are kept this long")
+    keep_failed: DurationMs = Field(7 * 86_400_000, description="failed notifications are kept this long")
 
 
 class NotifyConfig(_Model):
-    external_url: str = ""  # externalURL in webhook payloads: where a person sees the alerts
-    resolve_timeout: DurationMs = 300_000  # a firing alert not re-submitted for this long resolves
-    route: RootRouteConfig = RootRouteConfig()
-    receivers: tuple[ReceiverConfig, ...] = (ReceiverConfig(name="default"),)
-    inhibit_rules: tuple[InhibitRuleConfig, ...] = DEFAULT_INHIBIT_RULES
-    retry: RetryConfig = RetryConfig()
-    delivery: DeliveryConfig = DeliveryConfig()
-    silence_retention: DurationMs = 5 * 86_400_000  # expired silences are kept this long
-    log_retention: DurationMs = 5 * 86_400_000  # what was last sent per group, for repeat_interval
+    external_url: str = Field("", description="externalURL in webhook payloads: where a person sees the alerts")
+    resolve_timeout: DurationMs = Field(
+        300_000, description="a firing alert not re-submitted for this long resolves"
+    )
+    route: RootRouteConfig = Field(RootRouteConfig(), description=RootRouteConfig.__doc__)
+    receivers: tuple[ReceiverConfig, ...] = Field(
+        (ReceiverConfig(name="default"),),
+        description="where notifications go; a receiver without integrations delivers nowhere",
+    )
+    inhibit_rules: tuple[InhibitRuleConfig, ...] = Field(
+        DEFAULT_INHIBIT_RULES,
+        description="by default a target that is down inhibits the throughput alerts of the GPUs it serves",
+    )
+    retry: RetryConfig = Field(RetryConfig(), description=RetryConfig.__doc__)
+    delivery: DeliveryConfig = Field(DeliveryConfig(), description="the delivery loops")
+    silence_retention: DurationMs = Field(5 * 86_400_000, description="expired silences are kept this long")
+    log_retention: DurationMs = Field(
+        5 * 86_400_000, description="what was last sent per group is kept this long, for repeat_interval"
+    )
 
     @model_validator(mode="after")
     def _receivers_exist(self) -> NotifyConfig:

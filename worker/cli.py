@@ -136,8 +136,14 @@ def cmd_load(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 # -- plan -----------------------------------------------------------------------------------
 def add_plan_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", help="reference name (ref-7b...) or checkpoint directory (default: worker.model_path)")
-    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"])
+    p.add_argument(
+        "--model",
+        help="reference name (ref-7b...), checkpoint directory (its config.json), or a published model by hub id "
+        "or alias, e.g. meta-llama/Llama-3.1-70B-Instruct, llama-3.1-70b, qwen3-30b-a3b, deepseek-v3 "
+        "(default: worker.model_path)",
+    )
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16", "fp8", "int8", "int4"],
+                   help="auto: fp8 for a model released in FP8 (DeepSeek-V3), else bf16")
     p.add_argument("--gpu", help='GPU type, e.g. "H100 80GB" (default: this host\'s memory)')
     p.add_argument("--gpu-memory-gib", type=float, help="a GPU not in the catalogue: its memory")
     p.add_argument("--gpu-bandwidth-tbs", type=float, default=1.0, help="with --gpu-memory-gib: TB/s")
@@ -172,14 +178,19 @@ def cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_USAGE
     precision = args.precision or config.precision
     if precision == "auto":
-        precision = "bf16"
+        precision = "fp8" if shape.storage == "fp8" else "bf16"
+    tp = args.tensor_parallel_size or config.tensor_parallel_size
+    if not shape.tp_supported(tp):
+        print(f"plan: tensor_parallel_size {tp} does not divide {shape.name}'s {shape.num_heads} attention heads "
+              f"and {shape.num_kv_heads} KV heads (nor is a multiple of the KV heads)", file=err)
+        return EXIT_USAGE
     if gpu is not None:
         device, total, free = gpu.name, gpu.memory_bytes, gpu.memory_bytes
     else:
         total, free = host_memory()
         device = "this host (CPU memory)"
     plan = plan_memory(
-        shape, precision=precision, tensor_parallel_size=args.tensor_parallel_size or config.tensor_parallel_size,
+        shape, precision=precision, tensor_parallel_size=tp,
         max_context_length=args.max_context_length or config.max_context_length,
         max_batch_size=args.max_batch_size or config.max_batch_size, device=device, total_bytes=total,
         free_bytes=free, margin=config.memory_margin,

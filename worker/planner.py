@@ -1,18 +1,23 @@
 """Memory and capacity planning (seed 004 §4.2 and its first troubleshooting row; seed 000 §3.1).
 
 Memory, per device: weights (parameters x bytes per parameter, split over the tensor-parallel
-group) + KV cache (2 x layers x kv_heads x head_dim x bytes x context x batch, also split) + a
-margin (a fraction of the device, for activations and allocator slack) must fit the device's
-free memory.  A config that does not fit is refused with what to lower, and to what: the
-largest ``max_batch_size`` or ``max_context_length`` that fits, a lower ``precision``, or a
-larger ``tensor_parallel_size`` -- the seed's four remedies ("降低上下文长度或批大小，改用量化或
-提高并行度").
+group; an MoE counts every expert, all resident) + KV cache (2 x layers x kv_heads x head_dim x
+bytes x context x batch, split by KV head but never below one head per device; an MLA model's
+latent, layers x (kv_lora_rank + qk_rope_head_dim), is whole on every device) + a margin (a
+fraction of the device, for activations and allocator slack) must fit the device's free memory.
+A config that does not fit is refused with what to lower, and to what: the largest
+``max_batch_size`` or ``max_context_length`` that fits, a lower ``precision``, or a larger
+``tensor_parallel_size`` -- the seed's four remedies ("降低上下文长度或批大小，改用量化或提高并行度").
 
 Capacity (*ours*, a roofline estimate, printed step by step): a decode step reads the weights
 and the batch's KV cache once, so it takes (weight bytes + KV bytes) / (bandwidth x efficiency);
-a prefill is compute-bound, 2 x params x prompt tokens / (peak FLOPS x efficiency).  One replica
-serves 1 / (prefill + output tokens x step / batch) requests/s; seed 000 §3.1 sizes the fleet as
-peak QPS / per-card capacity, so nodes = ceil(peak QPS / (replica req/s x replicas per node)).
+a prefill is compute-bound, 2 x params x prompt tokens / (peak FLOPS x efficiency).  Weights and
+params are those a token runs through (:meth:`ModelShape.params_read_per_step`; the input
+embedding is one row): for an MoE, the top-k experts per token for compute, and for the bytes a
+decode step reads, the distinct experts its batch is routed to (k at batch 1, all of them for
+large batches).  One replica serves 1 / (prefill + output tokens x step / batch) requests/s; seed
+000 §3.1 sizes the fleet as peak QPS / per-card capacity, so nodes = ceil(peak QPS / (replica
+req/s x replicas per node)).
 
 KV cache values are 16-bit for int8/fp8/int4 weights (weight-only quantisation), 32-bit for fp32.
 Pure arithmetic: no torch, no device access (the free memory is a parameter).
@@ -115,6 +120,10 @@ class MemoryPlan:
     kv_bytes: float  # per device, whole context x whole batch
     margin_bytes: float
     suggestions: tuple[Suggestion, ...] = field(default=())
+    kv_formula: str = "2 x layers x kv_heads x head_dim"
+    kv_split: str | None = None  # how the KV cache divides over tp; None: " / tp N"
+    active_params: int = 0  # an MoE's parameters per token (model-card count); 0: dense
+    num_experts: int = 0
 
     @property
     def needed_bytes(self) -> float:
@@ -135,12 +144,18 @@ class MemoryPlan:
         bpp = BYTES_PER_PARAM[self.precision]
         kvb = kv_bytes_per_value(self.precision)
         count = f"{self.params / 1e9:.3f} B" if self.params >= 1e9 else f"{self.params / 1e6:.2f} M"
+        kv_split = split if self.kv_split is None else self.kv_split
+        moe = (
+            [f"           (MoE: all {self.num_experts} experts resident; {self.active_params / 1e9:.2f} B active per token)"]
+            if self.active_params else []
+        )
         out = [
             f"model {self.model}: {count} parameters, precision {self.precision} "
             f"({bpp:g} bytes/param), tensor_parallel_size {tp}",
             f"device {self.device}: total {gib(self.total_bytes)}, free {gib(self.free_bytes)}",
             f"weights  = {self.params:,} params x {bpp:g} B{split} = {gib(self.weight_bytes)}",
-            f"KV cache = 2 x layers x kv_heads x head_dim x {kvb:g} B{split} = {self.kv_bytes_per_token / 1024:.1f} KiB/token"
+            *moe,
+            f"KV cache = {self.kv_formula} x {kvb:g} B{kv_split} = {self.kv_bytes_per_token / 1024:.1f} KiB/token"
             f" x context {self.max_context_length} x batch {self.max_batch_size} = {gib(self.kv_bytes)}",
             f"margin   = {self.margin_bytes / self.total_bytes:.0%} of the device = {gib(self.margin_bytes)}",
             f"needed   = {gib(self.needed_bytes)} of {gib(self.free_bytes)} free -> "
@@ -163,17 +178,33 @@ class MemoryPlan:
         )
 
 
+def _kv_text(shape: ModelShape, tp: int) -> tuple[str, str]:
+    """The KV-cache formula and how it divides over ``tp`` devices, for :meth:`MemoryPlan.lines`."""
+    if shape.uses_mla:
+        formula = f"layers x (kv_lora_rank {shape.kv_lora_rank} + qk_rope_head_dim {shape.qk_rope_head_dim})"
+        return formula, (f" (MLA latent: whole on each of the tp {tp} devices)" if tp > 1 else "")
+    kv = shape.num_kv_heads
+    if tp <= 1:
+        return "2 x layers x kv_heads x head_dim", ""
+    if kv % tp == 0:
+        return "2 x layers x kv_heads x head_dim", f" / tp {tp}"
+    here = math.ceil(kv / tp)
+    return "2 x layers x kv_heads x head_dim", f" x {here}/{kv} ({kv} kv heads over tp {tp}: replicated)"
+
+
 def _plan(
     shape: ModelShape, precision: str, tp: int, context: int, batch: int,
     device: str, total: int, free: int, margin: float,
 ) -> MemoryPlan:
     params = shape.param_count()
-    kv_tok = shape.kv_bytes_per_token(kv_bytes_per_value(precision)) / tp
+    kv_tok = shape.kv_bytes_per_token_per_device(kv_bytes_per_value(precision), tp)
+    formula, split = _kv_text(shape, tp)
     return MemoryPlan(
         model=shape.name, precision=precision, tensor_parallel_size=tp, max_context_length=context,
         max_batch_size=batch, device=device, total_bytes=total, free_bytes=free, params=params,
         weight_bytes=params * BYTES_PER_PARAM[precision] / tp, kv_bytes_per_token=kv_tok,
-        kv_bytes=kv_tok * context * batch, margin_bytes=total * margin,
+        kv_bytes=kv_tok * context * batch, margin_bytes=total * margin, kv_formula=formula, kv_split=split,
+        active_params=shape.active_param_count() if shape.is_moe else 0, num_experts=shape.num_experts,
     )
 
 
@@ -213,7 +244,7 @@ def plan_memory(
             fixes.append(Suggestion("precision", lower, "quantised weights; check output quality"))
             break
     for more in (2, 4, 8, 16):
-        if more > tp and shape.num_kv_heads % more == 0 and _plan(shape, precision, more, ctx, batch, *args).fits:
+        if more > tp and shape.tp_supported(more) and _plan(shape, precision, more, ctx, batch, *args).fits:
             fixes.append(Suggestion("tensor_parallel_size", more, f"needs {more} devices"))
             break
     return MemoryPlan(**{**plan.__dict__, "suggestions": tuple(fixes)})
@@ -248,12 +279,16 @@ def plan_capacity(
     bandwidth_efficiency: float = 0.6,
     compute_efficiency: float = 0.4,
 ) -> CapacityPlan:
-    """Nodes for a peak load (seed 000 §3.1), from a bandwidth/compute roofline of one replica."""
+    """Nodes for a peak load (seed 000 §3.1), from a bandwidth/compute roofline of one replica.
+    Compute uses the parameters a token runs through (an MoE's top-k experts); the weight bytes a
+    decode step reads are those of the experts its whole batch is routed to."""
     tp = tensor_parallel_size
     batch = max(1, batch)
-    params = shape.param_count()
-    weights = params * BYTES_PER_PARAM[precision]
-    kv_tok = shape.kv_bytes_per_token(kv_bytes_per_value(precision))
+    params = shape.params_per_token()
+    read = shape.params_read_per_step(batch)
+    weights = read * BYTES_PER_PARAM[precision]
+    # KV bytes the group reads per token of context: each device its own share (MLA: all of it).
+    kv_tok = tp * shape.kv_bytes_per_token_per_device(kv_bytes_per_value(precision), tp)
     ctx = prompt_tokens + output_tokens / 2
     bandwidth = tp * gpu.bandwidth_bytes_s * bandwidth_efficiency
     flops = tp * gpu.bf16_flops * compute_efficiency
@@ -266,11 +301,21 @@ def plan_capacity(
     replicas = max(1, gpus_per_node // tp)
     node_rps = replica_rps * replicas
     nodes = max(1, math.ceil(peak_qps / node_rps)) if peak_qps > 0 else 0
+    moe = (
+        (
+            f"MoE: {shape.experts_per_token} of {shape.num_experts} routed experts per token"
+            + (f" + {shape.num_shared_experts} shared" if shape.num_shared_experts else "")
+            + f"; a batch of {batch} reads ~{shape.expected_experts_read(batch):.1f} of {shape.num_experts} per layer"
+            f" (uniform routing) -> {read / 1e9:.2f} B of {shape.param_count() / 1e9:.2f} B params per step",
+        )
+        if shape.is_moe else ()
+    )
     lines = (
         f"GPU {gpu.name}: {gpu.bandwidth_bytes_s / 1e12:.2f} TB/s x {bandwidth_efficiency:.0%} efficiency, "
         f"{gpu.bf16_flops / 1e12:.0f} TFLOPS x {compute_efficiency:.0%}",
         f"workload: {prompt_tokens} prompt + {output_tokens} output tokens per request, batch {batch}, "
         f"mean context {ctx:.0f}",
+        *moe,
         f"decode step = (weights {weights / 1e9:.2f} GB + batch x context x KV {batch * ctx * kv_tok / 1e9:.2f} GB)"
         f" / {bandwidth / 1e12:.2f} TB/s = {bw_step * 1e3:.2f} ms (compute bound {compute_step * 1e3:.2f} ms)"
         f" -> {batch / step:,.0f} tokens/s per replica",

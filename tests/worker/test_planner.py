@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
+from pathlib import Path
 
 import pytest
 
 from worker.cli import register
 from worker.config import WorkerConfig
-from worker.planner import GIB, find_gpu, plan_capacity, plan_memory
-from worker.shapes import REFERENCE_SHAPES
+from worker.model_catalog import CATALOG
+from worker.planner import GIB, MemoryPlan, find_gpu, kv_bytes_per_value, plan_capacity, plan_memory
+from worker.shapes import BYTES_PER_PARAM, REFERENCE_SHAPES
 
 SEVEN_B = REFERENCE_SHAPES["ref-7b"]
 
@@ -94,6 +97,78 @@ def test_worker_refuses_a_config_that_does_not_fit_this_host(model_dir: object) 
     assert failures and failures[0] == runtime.error
     assert "does not fit" in runtime.error and "max_batch_size: " in runtime.error
     assert "max_context_length: " in runtime.error
+
+
+def test_a_70b_in_bf16_is_refused_on_one_h100_and_fits_with_tensor_parallel_4() -> None:
+    shape, gpu = CATALOG["llama-3.1-70b"].shape, find_gpu("H100 80GB")
+
+    def plan(tp: int) -> MemoryPlan:
+        return plan_memory(shape, precision="bf16", tensor_parallel_size=tp, max_context_length=8192,
+                           max_batch_size=32, device=gpu.name, total_bytes=gpu.memory_bytes)
+
+    one = plan(1)
+    assert not one.fits
+    assert one.weight_bytes == shape.param_count() * 2 > gpu.memory_bytes  # the weights alone: no batch/context fix
+    fixes = {s.field: s.value for s in one.suggestions}
+    assert "max_batch_size" not in fixes and "max_context_length" not in fixes
+    # The suggestion is the smallest tensor-parallel size whose plan fits (2 does not: 65.7 GiB of
+    # weights + 40 GiB of KV cache + margin exceed 79.6 GiB).
+    smallest = next(tp for tp in (2, 4, 8, 16) if plan(tp).fits)
+    assert fixes["tensor_parallel_size"] == smallest == 4
+    assert plan(4).kv_bytes == one.kv_bytes / 4 and plan(4).weight_bytes == one.weight_bytes / 4
+
+    code, out, _ = run_cli("plan", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--precision", "bf16",
+                           "--gpu", "H100 80GB")
+    assert code == 1 and "DOES NOT FIT" in out and "tensor_parallel_size: 4" in out
+    assert f"weights  = {shape.param_count():,} params x 2 B" in out
+    code, out, _ = run_cli("plan", "--model", "llama-3.1-70b", "--precision", "bf16", "--gpu", "H100 80GB",
+                           "--tensor-parallel-size", "4", "--peak-qps", "10")
+    assert code == 0 and "-> fits" in out and "nodes = ceil(peak 10 req/s" in out
+
+
+def test_moe_memory_holds_every_expert_but_decode_reads_the_routed_ones() -> None:
+    shape, gpu = CATALOG["mixtral-8x7b"].shape, find_gpu("H100 80GB")
+    mem = plan_memory(shape, precision="bf16", tensor_parallel_size=2, max_context_length=4096, max_batch_size=8,
+                      device=gpu.name, total_bytes=gpu.memory_bytes)
+    assert mem.weight_bytes == shape.param_count() * 2 / 2
+    assert "(MoE: all 8 experts resident; 12.88 B active per token)" in "\n".join(mem.lines())
+    for batch in (1, 64):
+        cap = plan_capacity(shape, precision="bf16", tensor_parallel_size=2, batch=batch, gpu=gpu, peak_qps=1,
+                            prompt_tokens=512, output_tokens=256)
+        kv = shape.kv_bytes_per_token(kv_bytes_per_value("bf16")) * batch * (512 + 128)
+        bandwidth = 2 * gpu.bandwidth_bytes_s * 0.6
+        read = shape.params_read_per_step(batch) * BYTES_PER_PARAM["bf16"]
+        flops = 2 * gpu.bf16_flops * 0.4
+        assert cap.step_s == pytest.approx(max((read + kv) / bandwidth, 2 * shape.params_per_token() * batch / flops))
+        assert cap.prefill_s == pytest.approx(2 * shape.params_per_token() * 512 / flops)
+    # batch 1 reads 2 of 8 experts per layer: about a quarter of the weights, not all of them
+    one = plan_capacity(shape, precision="bf16", tensor_parallel_size=2, batch=1, gpu=gpu, peak_qps=1)
+    assert one.step_s < 0.3 * shape.param_count() * 2 / (2 * gpu.bandwidth_bytes_s * 0.6)
+    assert "MoE: 2 of 8 routed experts per token" in "\n".join(one.lines)
+
+
+def test_deepseek_v3_plans_in_fp8_with_an_mla_cache_on_every_device() -> None:
+    shape = CATALOG["deepseek-v3"].shape
+    code, out, _ = run_cli("plan", "--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200 141GB",
+                           "--tensor-parallel-size", "8")
+    assert "precision fp8 (1 bytes/param)" in out  # auto: the released FP8 weights
+    assert "kv_lora_rank 512 + qk_rope_head_dim 64" in out and "whole on each of the tp 8 devices" in out
+    gpu = find_gpu("H200")
+    mem = plan_memory(shape, precision="fp8", tensor_parallel_size=8, max_context_length=8192, max_batch_size=32,
+                      device=gpu.name, total_bytes=gpu.memory_bytes)
+    assert mem.kv_bytes_per_token == 61 * 576 * 2  # not divided by 8
+    assert mem.weight_bytes == shape.param_count() / 8
+    assert code == (0 if mem.fits else 1)
+
+
+def test_plan_refuses_a_tensor_parallel_size_the_heads_cannot_split(tmp_path: Path) -> None:
+    code, _, err = run_cli("plan", "--model", "llama-3.1-8b", "--gpu", "H100", "--tensor-parallel-size", "3")
+    assert code == 2 and "tensor_parallel_size 3" in err
+    # a checkpoint directory still works, now with any Llama 3.1 config.json (rope_scaling included)
+    config = {**CATALOG["llama-3.1-8b"].config, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    code, out, _ = run_cli("plan", "--model", str(tmp_path), "--gpu", "H100")
+    assert code == 0 and "8.030 B parameters" in out
 
 
 @pytest.mark.parametrize("name", ["H100", "A100 40GB", "l40s", "MI300X"])

@@ -21,33 +21,51 @@ DEFAULT_PACK_FILE = "<default rules>"
 class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid")
     throughput_below_mean_ratio: float = Field(0.30, ge=0, le=1, description="per-GPU tokens/s below fleet mean by")
-    gpu_memory_ratio: float = Field(0.90, gt=0, le=1)
-    gpu_memory_for: str = "10m"
-    failure_rate: float = Field(0.005, gt=0, le=1)
+    gpu_memory_ratio: float = Field(0.90, gt=0, le=1, description="GPU memory used over total, sustained for gpu_memory_for")
+    gpu_memory_for: str = Field("10m", description="how long GPU memory stays above gpu_memory_ratio (duration)")
+    failure_rate: float = Field(0.005, gt=0, le=1, description="failed requests over all requests of a model")
     cost_over_budget_ratio: float = Field(0.15, ge=0, description="cost per token above budget by (warning)")
     cost_over_budget_critical_ratio: float = Field(0.50, ge=0, description="cost per token above budget by (critical)")
     cost_spike_ratio: float = Field(1.5, gt=1, description="cost per token over its 24 h mean")
-    inter_token_p99_seconds: float = Field(0.050, gt=0)
-    ttft_p99_seconds: float = Field(2.0, gt=0)
-    e2e_p99_seconds: float = Field(30.0, gt=0)
-    latency_for: str = "5m"
-    utilization_target: float = Field(0.70, gt=0, le=1)
-    imbalance_high: float = Field(0.90, gt=0, le=1)
-    imbalance_low: float = Field(0.30, ge=0, lt=1)
-    nccl_timeouts_in_15m: int = Field(1, ge=1)
-    queue_scale_out: float = Field(1000, gt=0)
-    idle_for: str = "30m"
-    idle_utilization: float = Field(0.05, ge=0, lt=1)
-    target_down_for: str = "2m"
-    gpu_temperature_celsius: float = 85.0
-    spend_warn_ratio: float = Field(0.8, gt=0, le=1)
-    forecast_horizon_hours: float = Field(72.0, gt=0)
+    inter_token_p99_seconds: float = Field(0.050, gt=0, description="P99 inter-token latency SLA")
+    ttft_p99_seconds: float = Field(2.0, gt=0, description="P99 time-to-first-token SLA")
+    e2e_p99_seconds: float = Field(30.0, gt=0, description="P99 end-to-end request latency SLA")
+    latency_for: str = Field("5m", description="how long a latency SLA is broken before it alerts (duration)")
+    utilization_target: float = Field(0.70, gt=0, le=1, description="fleet mean GPU utilization below this is low")
+    imbalance_high: float = Field(0.90, gt=0, le=1, description="imbalance: some GPUs above this while others are below imbalance_low")
+    imbalance_low: float = Field(0.30, ge=0, lt=1, description="the low mark of the load imbalance alert")
+    nccl_timeouts_in_15m: int = Field(1, ge=1, description="NCCL timeouts within 15 minutes on one instance")
+    queue_scale_out: float = Field(1000, gt=0, description="queued requests of a model -> add_instance recommendation")
+    idle_for: str = Field("30m", description="how long a GPU or a model's queue stays idle before it alerts (duration)")
+    idle_utilization: float = Field(0.05, ge=0, lt=1, description="GPU utilization below this is idle")
+    target_down_for: str = Field("2m", description="how long a scrape target is down before it alerts (duration)")
+    gpu_temperature_celsius: float = Field(85.0, description="GPU temperature above this for 5m warns")
+    spend_warn_ratio: float = Field(0.8, gt=0, le=1, description="spend this period over its budget that warns")
+    forecast_horizon_hours: float = Field(72.0, gt=0, description="alert when the forecast crosses a budget within this many hours")
+    keep_firing_for: str = Field(
+        "10m", description="how long a GPU, request or cost alert keeps firing after its condition clears, so a "
+        "value hovering at its threshold does not page again and again (Prometheus keep_firing_for; duration)")
+    idle_keep_firing_for: str = Field(
+        "2h", description="how long GpuIdle / QueueIdle / FleetUtilizationLow keep firing through a burst of work: "
+        "on bursty duty cycles an idle alert then fires once per idle stretch, not once per lull (duration)")
 
 
-def _alert(name: str, expr: str, severity: str, summary: str, for_: str = "0s", **labels: str) -> dict[str, Any]:
+# "fleet" when a cost series is fleet-wide (its model label is empty), else the model.
+SCOPE = "{{ if $labels.model }}{{ $labels.model }}{{ else }}fleet{{ end }}"
+DOLLARS = '${{ printf "%.2f" $value }}'
+COUNT = '{{ printf "%.0f" $value }}'
+# TGI serves one model and exports no model label: its series sum to model="".
+MODEL = "{{ if $labels.model }}{{ $labels.model }}{{ else }}unlabelled model{{ end }}"
+
+
+def _alert(
+    name: str, expr: str, severity: str, summary: str, for_: str = "0s", keep: str = "0s", **labels: str
+) -> dict[str, Any]:
     rule: dict[str, Any] = {"alert": name, "expr": expr}
     if for_ not in ("0s", "0"):
         rule["for"] = for_
+    if keep not in ("0s", "0"):
+        rule["keep_firing_for"] = keep
     rule["labels"] = {"severity": severity, **labels}
     rule["annotations"] = {"summary": summary, "runbook": RUNBOOKS[name]}
     return rule
@@ -55,6 +73,7 @@ def _alert(name: str, expr: str, severity: str, summary: str, for_: str = "0s", 
 
 def default_rule_dicts(t: Thresholds) -> dict[str, Any]:
     low = 1 - t.throughput_below_mean_ratio
+    keep, idle_keep = t.keep_firing_for, t.idle_keep_firing_for
     mem = "gpu_memory_used_bytes / (gpu_memory_used_bytes + gpu_memory_free_bytes)"
     quant = "histogram_quantile(0.99, sum by (model, le) (rate({}_bucket[5m])))"
     gpu = [
@@ -64,28 +83,36 @@ def default_rule_dicts(t: Thresholds) -> dict[str, Any]:
             "warning",
             "GPU {{ $labels.gpu }} on {{ $labels.host }} serves {{ $value | humanizePercentage }} of its model's mean tokens/s",
             "10m",
+            keep,
         ),
         _alert("GpuMemoryHigh", f"{mem} > {t.gpu_memory_ratio:g}", "warning",
-               "GPU {{ $labels.gpu }} on {{ $labels.host }} memory at {{ $value | humanizePercentage }}", t.gpu_memory_for),
-        _alert("FleetUtilizationLow", f"avg(gpu_utilization_ratio) < {t.utilization_target:g}", "info",
-               "Fleet GPU utilization {{ $value | humanizePercentage }} is below the target", "30m"),
+               "GPU {{ $labels.gpu }} on {{ $labels.host }} memory at {{ $value | humanizePercentage }}", t.gpu_memory_for, keep),
+        # Utilization is bursty (a busy minute between idle ones, a health check's blip in an idle
+        # stretch): the fleet and idle checks look at 10-minute averages, so a blip does not restart
+        # their `for`, and hold through a burst of work (idle_keep_firing_for), so a GPU that idles
+        # between bursts is reported once per idle stretch, not once per lull.
+        _alert("FleetUtilizationLow", f"avg(avg_over_time(gpu_utilization_ratio[10m])) < {t.utilization_target:g}", "info",
+               "Fleet GPU utilization {{ $value | humanizePercentage }} is below the target", "30m", idle_keep),
         _alert(
             "GpuLoadImbalance",
-            f"(count(gpu_utilization_ratio > {t.imbalance_high:g}) > 0) and on() (count(gpu_utilization_ratio < {t.imbalance_low:g}) > 0)",
+            f"(count(avg_over_time(gpu_utilization_ratio[30m]) > {t.imbalance_high:g}) > 0) and on() "
+            f"(count(avg_over_time(gpu_utilization_ratio[30m]) < {t.imbalance_low:g}) > 0)",
             "warning",
-            "{{ $value }} GPUs above the high mark while others sit below the low mark",
+            COUNT + " GPUs averaged above the high mark over 30 min while others sat below the low mark",
             "10m",
+            "30m",
         ),
-        _alert("GpuIdle", f"gpu_utilization_ratio < {t.idle_utilization:g}", "info",
-               "GPU {{ $labels.gpu }} on {{ $labels.host }} has been idle for " + t.idle_for, t.idle_for),
+        _alert("GpuIdle", f"avg_over_time(gpu_utilization_ratio[10m]) < {t.idle_utilization:g}", "info",
+               "GPU {{ $labels.gpu }} on {{ $labels.host }} has been idle (under " + f"{t.idle_utilization:.0%}" + ") for "
+               + t.idle_for + "; it can be released", t.idle_for, idle_keep),
         _alert("GpuXidError", "increase(gpu_xid_errors_total[10m]) > 0 or changes(gpu_last_xid[10m]) > 0", "critical",
                "GPU {{ $labels.gpu }} on {{ $labels.host }} reported XID errors"),
         _alert("GpuEccUncorrected", 'increase(gpu_ecc_errors_total{kind="uncorrected"}[10m]) > 0', "critical",
-               "GPU {{ $labels.gpu }} on {{ $labels.host }}: {{ $value }} uncorrectable ECC errors"),
+               "GPU {{ $labels.gpu }} on {{ $labels.host }}: " + COUNT + " uncorrectable ECC errors in 10 min"),
         _alert("GpuTemperatureHigh", f"gpu_temperature_celsius > {t.gpu_temperature_celsius:g}", "warning",
-               "GPU {{ $labels.gpu }} on {{ $labels.host }} at {{ $value }} °C", "5m"),
+               "GPU {{ $labels.gpu }} on {{ $labels.host }} at " + COUNT + " °C", "5m", keep),
         _alert("NcclTimeouts", f"sum by (job, instance) (increase(nccl_timeouts_total[15m])) >= {t.nccl_timeouts_in_15m}",
-               "critical", "{{ $value }} NCCL timeouts in 15 min on {{ $labels.instance }}"),
+               "critical", COUNT + " NCCL timeouts in 15 min on {{ $labels.instance }}"),
     ]
     requests = [
         _alert(
@@ -93,20 +120,25 @@ def default_rule_dicts(t: Thresholds) -> dict[str, Any]:
             'sum by (model) (rate(inference_requests_total{outcome="failure"}[5m])) / '
             f"sum by (model) (rate(inference_requests_total[5m])) > {t.failure_rate:g}",
             "critical",
-            "{{ $labels.model }}: {{ $value | humanizePercentage }} of requests fail",
+            MODEL + ": {{ $value | humanizePercentage }} of requests fail",
             "5m",
+            keep,
         ),
         _alert("InterTokenLatencyHigh", f"{quant.format('inference_inter_token_latency_seconds')} > {t.inter_token_p99_seconds:g}",
-               "warning", "{{ $labels.model }}: P99 inter-token latency {{ $value | humanizeDuration }}", t.latency_for),
+               "warning", MODEL + ": P99 inter-token latency {{ $value | humanizeDuration }}", t.latency_for, keep),
         _alert("TimeToFirstTokenHigh", f"{quant.format('inference_time_to_first_token_seconds')} > {t.ttft_p99_seconds:g}",
-               "warning", "{{ $labels.model }}: P99 time to first token {{ $value | humanizeDuration }}", t.latency_for),
+               "warning", MODEL + ": P99 time to first token {{ $value | humanizeDuration }}", t.latency_for, keep),
         _alert("EndToEndLatencyHigh", f"{quant.format('inference_e2e_request_latency_seconds')} > {t.e2e_p99_seconds:g}",
-               "warning", "{{ $labels.model }}: P99 end-to-end latency {{ $value | humanizeDuration }}", t.latency_for),
+               "warning", MODEL + ": P99 end-to-end latency {{ $value | humanizeDuration }}", t.latency_for, keep),
         _alert("QueueBacklog", f"sum by (model) (inference_requests_waiting) > {t.queue_scale_out:g}", "warning",
-               "{{ $labels.model }}: {{ $value }} requests queued; add an instance", "1m", action="add_instance"),
-        _alert("QueueIdle", "sum by (model) (inference_requests_waiting + inference_requests_running) < 1", "info",
-               "{{ $labels.model }}: nothing queued or running; an instance can be released", t.idle_for,
-               action="remove_instance"),
+               MODEL + ": " + COUNT + " requests queued; add an instance", "1m", keep, action="add_instance"),
+        # The most that was queued or running at any moment of the last 5 minutes: a request now
+        # and then keeps the model busy, so light traffic does not flap pending <-> inactive.
+        _alert("QueueIdle",
+               "sum by (model) (max_over_time(inference_requests_waiting[5m]) "
+               "+ max_over_time(inference_requests_running[5m])) < 1", "info",
+               MODEL + ": nothing queued or running for " + t.idle_for + "; an instance can be released",
+               t.idle_for, idle_keep, action="remove_instance"),
         _alert("TargetDown", "up == 0", "warning", "{{ $labels.job }} target {{ $labels.instance }} is down", t.target_down_for),
     ]
     cost = [
@@ -114,28 +146,31 @@ def default_rule_dicts(t: Thresholds) -> dict[str, Any]:
             "TokenCostOverBudget",
             f"infermeter_cost_per_million_tokens_dollars > {1 + t.cost_over_budget_ratio:g} * infermeter_budget_cost_per_million_tokens_dollars",
             "warning",
-            "{{ $labels.scope }} {{ $labels.model }}: ${{ $value }} per 1M tokens is over budget",
+            SCOPE + ": " + DOLLARS + " per 1M tokens is over budget",
             "15m",
+            keep,
         ),
         _alert(
             "TokenCostOverBudget",
             f"infermeter_cost_per_million_tokens_dollars > {1 + t.cost_over_budget_critical_ratio:g} * infermeter_budget_cost_per_million_tokens_dollars",
             "critical",
-            "{{ $labels.scope }} {{ $labels.model }}: ${{ $value }} per 1M tokens is far over budget",
+            SCOPE + ": " + DOLLARS + " per 1M tokens is far over budget",
             "15m",
+            keep,
         ),
         _alert(
             "CostPerTokenSpike",
             f"infermeter_cost_per_million_tokens_dollars > {t.cost_spike_ratio:g} * avg_over_time(infermeter_cost_per_million_tokens_dollars[24h])",
             "warning",
-            "{{ $labels.scope }} {{ $labels.model }}: cost per 1M tokens jumped to ${{ $value }}",
+            SCOPE + ": cost per 1M tokens jumped to " + DOLLARS,
             "15m",
+            keep,
         ),
         _alert("SpendBudgetWarning",
                f"infermeter_spend_period_dollars > {t.spend_warn_ratio:g} * infermeter_budget_spend_period_dollars",
-               "warning", "{{ $labels.scope }} {{ $labels.model }}: spend this period ${{ $value }} is past the warning level"),
+               "warning", SCOPE + ": spend this period " + DOLLARS + " is past the warning level"),
         _alert("SpendBudgetExceeded", "infermeter_spend_period_dollars > infermeter_budget_spend_period_dollars", "critical",
-               "{{ $labels.scope }} {{ $labels.model }}: spend this period ${{ $value }} is over budget"),
+               SCOPE + ": spend this period " + DOLLARS + " is over budget"),
     ]
     # The forecast writes one crossing gauge per bound: the upper 80 % bound warns, the mean
     # forecast is critical (issue: "upper 80 % bound -> warn, mean -> critical").
@@ -146,7 +181,7 @@ def default_rule_dicts(t: Thresholds) -> dict[str, Any]:
                 name,
                 f'infermeter_forecast_budget_crossing_hours{{kind="{kind}", bound="{bound}"}} <= {t.forecast_horizon_hours:g}',
                 severity,
-                "{{ $labels.scope }} {{ $labels.model }}: " + what + " in {{ $value }} h ({{ $labels.bound }} forecast)",
+                SCOPE + ": " + what + " in " + COUNT + " h ({{ $labels.bound }} forecast)",
             ))
     return {
         "groups": [

@@ -1,18 +1,23 @@
 """The part of Prometheus's alert templating that rules use: ``{{ $labels.x }}``, ``{{ $value }}``,
 ``{{ $value | humanize }}``, ``| humanizePercentage``, ``| humanizeDuration`` and
-``printf "%.2f" $value``. The same strings work unchanged in exported Prometheus rules."""
+``printf "%.2f" $value`` and ``{{ if $labels.x }} .. {{ else }} .. {{ end }}``. The same strings
+work unchanged in exported Prometheus rules."""
 
 from __future__ import annotations
 
 import math
 import re
 from collections.abc import Mapping
+from typing import cast
 from decimal import Decimal
 
 _ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}", re.S)
 _VAR = re.compile(r"^\$(labels\.([a-zA-Z_][a-zA-Z0-9_]*)|value|labels)$")
 _PRINTF = re.compile(r'^printf\s+"((?:[^"\\]|\\.)*)"\s+(\S+)$')
 _FILTERS = ("humanize", "humanizePercentage", "humanizeDuration", "humanize1024", "title", "toUpper", "toLower")
+
+
+_Action = tuple[str, list[str], "str | None"]  # variable, pipe filters, printf format
 
 
 class TemplateError(ValueError):
@@ -35,11 +40,62 @@ def _parse_action(action: str) -> tuple[str, list[str], str | None]:
     return head, filters, fmt
 
 
-def check_template(text: str) -> None:
+# A parsed template: literal text, one action, or an ``{{ if X }} .. {{ else }} .. {{ end }}``.
+class _If:
+    __slots__ = ("variable", "then", "otherwise")
+
+    def __init__(self, variable: str) -> None:
+        self.variable = variable
+        self.then: list[object] = []
+        self.otherwise: list[object] = []
+
+
+_CONTROL = re.compile(r"^(if|else|end)\b\s*(.*)$")
+
+
+def _parse(text: str) -> list[object]:
+    """Literal text and actions, with ``if``/``else``/``end`` (nestable) as Go's text/template
+    writes them; the condition is one variable, true when non-empty and non-zero."""
     if text.count("{{") != text.count("}}"):
         raise TemplateError("unbalanced {{ }}")
+    root: list[object] = []
+    stack: list[tuple[_If, list[object]]] = []
+    body = root
+    pos = 0
     for match in _ACTION.finditer(text):
-        _parse_action(match.group(1))
+        if match.start() > pos:
+            body.append(text[pos : match.start()])
+        pos = match.end()
+        action = match.group(1)
+        control = _CONTROL.match(action)
+        if control is None:
+            body.append(_parse_action(action))
+            continue
+        word, rest = control.group(1), control.group(2).strip()
+        if word == "if":
+            if not _VAR.match(rest):
+                raise TemplateError(f"unsupported condition {{{{ if {rest} }}}}: use $labels.<name> or $value")
+            node = _If(rest)
+            body.append(node)
+            stack.append((node, body))
+            body = node.then
+        elif not stack:
+            raise TemplateError(f"{{{{ {word} }}}} without {{{{ if }}}}")
+        elif word == "else":
+            if body is stack[-1][0].otherwise:
+                raise TemplateError("two {{ else }} in one {{ if }}")
+            body = stack[-1][0].otherwise
+        else:
+            body = stack.pop()[1]
+    if stack:
+        raise TemplateError("{{ if }} without {{ end }}")
+    if pos < len(text):
+        body.append(text[pos:])
+    return root
+
+
+def check_template(text: str) -> None:
+    _parse(text)
 
 
 def humanize(value: float) -> str:
@@ -77,26 +133,39 @@ def humanize_duration(seconds: float) -> str:
 
 def render(text: str, labels: Mapping[str, str], value: float) -> str:
     """Expand a template; an unknown label expands to "" as in Prometheus."""
+    return "".join(_render(_parse(text), labels, value))
 
-    def one(match: re.Match[str]) -> str:
-        head, filters, fmt = _parse_action(match.group(1))
-        current: object
-        if head == "$value":
-            current = value
-        elif head == "$labels":
-            current = ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+def _variable(head: str, labels: Mapping[str, str], value: float) -> object:
+    if head == "$value":
+        return value
+    if head == "$labels":
+        return ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    return labels.get(head.split(".", 1)[1], "")
+
+
+def _render(nodes: list[object], labels: Mapping[str, str], value: float) -> list[str]:
+    out: list[str] = []
+    for node in nodes:
+        if isinstance(node, str):
+            out.append(node)
+        elif isinstance(node, _If):
+            current = _variable(node.variable, labels, value)
+            truthy = bool(current) and not (isinstance(current, float) and math.isnan(current))
+            out.extend(_render(node.then if truthy else node.otherwise, labels, value))
         else:
-            current = labels.get(head.split(".", 1)[1], "")
-        if fmt is not None:
-            try:
-                current = _go_printf(fmt, current)
-            except (TypeError, ValueError):
-                current = str(current)
-        for f in filters:
-            current = _apply_filter(f, current)
-        return current if isinstance(current, str) else _format_value(current)
-
-    return _ACTION.sub(one, text)
+            assert isinstance(node, tuple)
+            head, filters, fmt = cast(_Action, node)
+            current = _variable(head, labels, value)
+            if fmt is not None:
+                try:
+                    current = _go_printf(fmt, current)
+                except (TypeError, ValueError):
+                    current = str(current)
+            for f in filters:
+                current = _apply_filter(f, current)
+            out.append(current if isinstance(current, str) else _format_value(current))
+    return out
 
 
 def _go_printf(fmt: str, arg: object) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -211,3 +212,19 @@ def test_cost_per_token_critical_level() -> None:
 
     assert severities(1.49) == ["warning"]
     assert severities(1.51) == ["critical", "warning"]
+
+
+@pytest.mark.parametrize("value", [1.1100400002797444, 6.18384371779538, 0.8123456789, 2.0, 1e-7])
+def test_every_default_annotation_reads_well(value: float) -> None:
+    """No raw float digits, no dangling scope ("fleet :"), no unrendered template."""
+    from alerts.template import render
+
+    fleet = {"scope": "fleet", "model": "", "host": "n1", "gpu": "0", "instance": "n1:9400", "job": "nccl", "bound": "mean"}
+    model = {**fleet, "scope": "model", "model": "llama-3.1-8b"}
+    for group in GROUPS:
+        for rule in group.rules:
+            for labels in (fleet, model):
+                for text in rule.annotations.values():
+                    shown = render(text, labels, value)
+                    assert not re.search(r"\d\.\d{5,}", shown), (rule.name, shown)
+                    assert " :" not in shown and "{{" not in shown and not shown.startswith(":"), (rule.name, shown)

@@ -10,7 +10,7 @@ import pytest
 from alerts.expr import EvalContext, ExprError, Vector, parse
 from alerts.expr.sources import MemorySource
 from alerts.rulefile import RuleFileError, load_rule_text
-from alerts.template import render
+from alerts.template import TemplateError, check_template, render
 from store.types import STALE_NAN, SeriesKey
 from tests.alerts.rule_harness import T0
 
@@ -135,6 +135,21 @@ def test_templates() -> None:
     assert render("{{ $value | humanize }}", labels, 1234567.0) == "1.235M"
     assert render('{{ printf "%.2f" $value }}', labels, math.pi) == "3.14"
     assert render("{{ $labels.missing }}x", labels, 1.0) == "x"
+
+
+def test_template_conditionals() -> None:
+    scope = "{{ if $labels.model }}model {{ $labels.model }}{{ else }}fleet{{ end }}: {{ printf \"%.0f\" $value }}"
+    assert render(scope, {"model": "llama"}, 1.11004) == "model llama: 1"
+    assert render(scope, {"model": ""}, 2.0) == "fleet: 2"
+    assert render(scope, {}, 2.0) == "fleet: 2"
+    nested = "{{ if $labels.a }}a{{ if $labels.b }}b{{ end }}{{ else }}-{{ end }}!"
+    assert [render(nested, lab, 0.0) for lab in ({"a": "1", "b": "1"}, {"a": "1"}, {})] == ["ab!", "a!", "-!"]
+    assert render("{{ if $value }}some{{ else }}none{{ end }}", {}, 0.0) == "none"
+    for bad, message in (("{{ if $labels.a }}x", "without {{ end }}"), ("x{{ end }}", "without {{ if }}"),
+                         ("{{ if $labels.a }}{{ else }}{{ else }}{{ end }}", "two {{ else }}"),
+                         ("{{ if len $labels }}{{ end }}", "unsupported condition")):
+        with pytest.raises(TemplateError, match=message):
+            check_template(bad)
 
 
 def test_vector_values_are_float64() -> None:

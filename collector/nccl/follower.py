@@ -11,6 +11,9 @@ Each poll:
 * at most ``max_bytes`` are consumed per file per poll; a chunk of ``max_bytes`` without any
   newline is consumed whole (one over-long line, counted as ignored by the caller).
 
+Lines are split on ``\n`` only (a trailing ``\r`` is dropped) and come with the byte offset
+they start at, so a position in the file (e.g. where an nccl-tests run starts) is stable.
+
 Not detectable: a file truncated and re-grown past the old offset between two polls (the new
 head is skipped), inode reuse by a new file at least as long as the old offset, and lines
 appended to a rotated file whose new name no glob matches.
@@ -28,6 +31,7 @@ from typing import IO, Any
 from collector.nccl.metrics import FileContext
 
 Opener = Callable[[Path], IO[bytes]]
+Line = tuple[int, str]  # (byte offset of the line's start, text without the newline)
 
 
 def open_binary(path: Path) -> IO[bytes]:
@@ -42,11 +46,11 @@ class FileState:
     ctx: FileContext = field(default_factory=FileContext)
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "inode": self.inode, "offset": self.offset, "tests_op": self.ctx.tests_op}
+        return {"path": self.path, "inode": self.inode, "offset": self.offset, **self.ctx.to_json()}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FileState:
-        return cls(str(data["path"]), int(data["inode"]), int(data["offset"]), FileContext(str(data.get("tests_op", ""))))
+        return cls(str(data["path"]), int(data["inode"]), int(data["offset"]), FileContext.from_json(data))
 
 
 def expand(patterns: Iterable[str]) -> list[Path]:
@@ -69,12 +73,12 @@ class Follower:
         """Snapshot of the known files by inode, taken before a poll looks at any path."""
         return {state.inode: state for state in self.files.values()}
 
-    def read(self, path: Path, known: dict[int, FileState]) -> tuple[FileState, list[str]]:
-        """New complete lines of ``path``; raises ``OSError``. Commit the state with :meth:`commit`."""
+    def read(self, path: Path, known: dict[int, FileState]) -> tuple[FileState, list[Line]]:
+        """New complete lines of ``path`` with their offsets; raises ``OSError``. Commit the
+        state with :meth:`commit`."""
         inode = os.stat(path).st_ino
         prior = known.get(inode)
-        state = FileState(str(path), inode, prior.offset, FileContext(prior.ctx.tests_op)) if prior else \
-            FileState(str(path), inode, 0)
+        state = FileState(str(path), inode, prior.offset, prior.ctx.copy()) if prior else FileState(str(path), inode, 0)
         with self.opener(path) as handle:
             size = handle.seek(0, os.SEEK_END)
             if size < state.offset:
@@ -88,9 +92,15 @@ class Follower:
             if len(chunk) < self.max_bytes:
                 return state, []  # a partial line only: wait for its newline
             end = len(chunk)
+        start = state.offset
         state.offset += end
-        text = chunk[:end].decode("utf-8", errors="replace")
-        return state, text.splitlines()
+        lines: list[Line] = []
+        at = 0
+        for raw in chunk[:end].split(b"\n"):
+            if at < end:
+                lines.append((start + at, raw.removesuffix(b"\r").decode("utf-8", errors="replace")))
+            at += len(raw) + 1
+        return state, lines
 
     def commit(self, states: Sequence[FileState], keep: Iterable[str] = ()) -> None:
         """Replace the known files by ``states``, plus the old entries of paths in ``keep``."""

@@ -6,9 +6,9 @@ from collector.nccl import debug_lines, inspector, nccl_tests, watchdog
 from collector.nccl.debug_lines import DebugEvent
 from collector.nccl.inspector import InspectorPerf
 from collector.nccl.nccl_tests import PerfEvent
-from collector.nccl.watchdog import WatchdogTimeout
+from collector.nccl.watchdog import WatchdogEvent
 
-Event = DebugEvent | WatchdogTimeout | InspectorPerf | PerfEvent
+Event = DebugEvent | WatchdogEvent | InspectorPerf | PerfEvent
 
 
 def parse_any(line: str) -> Event | None:
@@ -17,8 +17,10 @@ def parse_any(line: str) -> Event | None:
         event: Event | None = debug_lines.parse_line(line)
         if event is not None:
             return event
-    if "Watchdog caught" in line:
-        return watchdog.parse_line(line)
+    if watchdog.may_match(line):
+        event = watchdog.parse_line(line)
+        if event is not None:
+            return event
     stripped = line.lstrip()
     if stripped.startswith("{"):
         return inspector.parse_line(stripped)

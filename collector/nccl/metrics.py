@@ -14,14 +14,18 @@ series                                                       type     value / so
 ``{op,size_bytes,rank}``
 ``nccl_collective_exec_seconds{op,size_bytes,rank}``         gauge    Inspector exec time (us / 1e6), latest
 ``nccl_timeouts_total{op,rank}``                             counter  PyTorch watchdog timeouts
+``nccl_timeout_event_timestamp_seconds``                     gauge    one series per timeout (see below): the
+``{op,rank,seq,timeout_ms[,ran_for_ms][,pg][,logged]``                Unix time the collector read it
+``[,lagging_ranks]}``
 ``nccl_last_timeout_seqnum{rank}``                           gauge    SeqNum of the latest timeout
 ``nccl_timeout_setting_seconds{rank}``                       gauge    Timeout(ms) / 1000 of the latest timeout
 ``nccl_warnings_total{source}``                              counter  NCCL WARN lines by source file / subsystem
 ``nccl_tests_bus_bandwidth_bytes_per_second``                gauge    nccl-tests busbw (GB/s x 1e9), latest
-``{op,size_bytes,inplace}``
-``nccl_tests_time_seconds{op,size_bytes,inplace}``           gauge    nccl-tests time (us / 1e6), latest
-``nccl_tests_wrong{op,size_bytes,inplace}``                  gauge    nccl-tests #wrong (absent when N/A)
-``nccl_tests_avg_bus_bandwidth_bytes_per_second{op}``        gauge    "# Avg bus bandwidth : X" x 1e9
+``{op,size_bytes,inplace,run,host,nranks,nodes}``
+``nccl_tests_time_seconds{..same..}``                        gauge    nccl-tests time (us / 1e6), latest
+``nccl_tests_wrong{..same..}``                               gauge    nccl-tests #wrong (absent when N/A)
+``nccl_tests_avg_bus_bandwidth_bytes_per_second``            gauge    "# Avg bus bandwidth : X" x 1e9
+``{op,run,host,nranks,nodes}``
 ``nccl_log_lines_total{result}``                             counter  non-blank lines read: parsed | ignored
 ``nccl_series_dropped_total``                                counter  new series refused over ``max_series``
 ===========================================================  =======  ==========================================
@@ -31,12 +35,30 @@ else its per-process pointer. Transport lines and the channel summary name no co
 they are given the last communicator initialised by the same thread, else the same process
 (``host:pid``), else ``unknown``. ``inplace`` is ``"false"`` / ``"true"``; nccl-tests ``op``
 comes from the file's "Collective test starting" line, else the file name, else ``unknown``.
-Counters never reset: the state (with the follower's offsets) is persisted by the source.
+
+nccl-tests runs: a run starts at its first header line (``nccl-tests version``, ``Collective
+test starting``, ``nThread``) after the previous run's rows, or at its first row. ``run`` is the
+file's stem, with ``@<byte offset>`` when the run does not start at the top of the file (several
+runs appended to one file); ``host`` is the host of the first ``Rank`` line, ``nodes`` the number
+of distinct hosts among them, ``nranks`` the highest rank + 1 (``nThread x nGpus`` without
+``Rank`` lines); ``unknown`` when the output does not say.
+
+Timeout events: every watchdog timeout is one ``nccl_timeout_event_timestamp_seconds`` series
+(``rank`` is ``unknown`` when the line names none; ``logged`` is the glog ``MM-DD HH:MM:SS``;
+``lagging_ranks`` the ranks a ``TORCH_NCCL_DESYNC_DEBUG`` report that follows it in the same
+file blames, compact as ``1-3,7``). It is re-emitted every collect while it is among the
+newest :data:`MAX_TIMEOUT_EVENTS` (so cardinality stays bounded), and always at least once.
+
+Counters never reset: the state (with the follower's offsets) is persisted by the source. A
+counter series created in this process's life gets a 0 sample 1 ms before its first sample (as
+Prometheus ingests created timestamps), so ``increase()`` counts its first increment; a counter
+restored from the persisted state does not.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import field as _field
 from typing import Any
 
 from collector.nccl.debug_lines import (
@@ -51,18 +73,109 @@ from collector.nccl.debug_lines import (
 )
 from collector.nccl.inspector import InspectorPerf
 from collector.nccl.lines import Event
-from collector.nccl.nccl_tests import PerfAverage, PerfRow, PerfStart
-from collector.nccl.watchdog import WatchdogTimeout
+from collector.nccl.nccl_tests import PerfAverage, PerfHeader, PerfRank, PerfRow, PerfStart
+from collector.nccl.watchdog import DesyncHeader, LaggingRanks, WatchdogTimeout, format_ranks
 from store.types import Sample, SeriesKey
 
-_CONTEXT_CAP = 4096  # remembered pointer/thread/process -> comm attributions
+_CONTEXT_CAP = 4096  # remembered pointer/thread/process -> comm attributions; hosts / lagging ranks kept
+MAX_TIMEOUT_EVENTS = 100  # timeout events re-emitted every collect (the newest)
+TIMEOUT_EVENT = "nccl_timeout_event_timestamp_seconds"
+_REPORT_REACH = 64 * 1024  # a desync report line attaches to a timeout at most this many bytes above it
+
+
+@dataclass(slots=True)
+class TestsRun:
+    """One nccl-tests run of a file: its id and where it ran (from the header's ``Rank`` lines)."""
+
+    run: str
+    hosts: list[str] = _field(default_factory=list)  # distinct, in order of their first Rank line
+    ranks: int = 0  # highest "Rank N" + 1
+    header_ranks: int = 0  # nThread x nGpus
+    rows: bool = False  # result rows seen: the next header line starts another run
+
+    def labels(self) -> dict[str, str]:
+        nranks = self.ranks or self.header_ranks
+        return {"run": self.run, "host": self.hosts[0] if self.hosts else "unknown",
+                "nranks": str(nranks) if nranks else "unknown", "nodes": str(len(self.hosts)) if self.hosts else "unknown"}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run": self.run, "hosts": self.hosts, "ranks": self.ranks, "header_ranks": self.header_ranks,
+                "rows": self.rows}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TestsRun:
+        return cls(str(data["run"]), [str(h) for h in data["hosts"]], int(data["ranks"]), int(data["header_ranks"]),
+                   bool(data["rows"]))
 
 
 @dataclass(slots=True)
 class FileContext:
-    """Per-file parsing context that must survive restarts (kept with the file's offset)."""
+    """Per-file parsing context that must survive restarts (kept with the file's offset), plus
+    where the line being applied is (``name``, ``offset``: set by the source, not persisted)."""
 
     tests_op: str = ""
+    tests_run: TestsRun | None = None
+    timeouts: dict[str, tuple[str, int]] = _field(default_factory=dict)  # rank ("" = any) -> (event id, offset)
+    desync_rank: str = ""  # the rank whose desync report is being read
+    name: str = ""  # the file's stem
+    offset: int = 0  # byte offset of the current line
+
+    def copy(self) -> FileContext:
+        run = TestsRun.from_json(self.tests_run.to_json()) if self.tests_run else None
+        return FileContext(self.tests_op, run, dict(self.timeouts), self.desync_rank, self.name, self.offset)
+
+    def run_id(self) -> str:
+        name = self.name or "unknown"
+        return name if self.offset == 0 else f"{name}@{self.offset}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tests_op": self.tests_op, "tests_run": self.tests_run.to_json() if self.tests_run else None,
+                "timeouts": {r: list(v) for r, v in self.timeouts.items()}, "desync_rank": self.desync_rank}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FileContext:
+        """From a file entry of the state (entries written before these fields existed are fine)."""
+        run = data.get("tests_run")
+        timeouts = {str(r): (str(v[0]), int(v[1])) for r, v in (data.get("timeouts") or {}).items()}
+        return cls(str(data.get("tests_op", "")), TestsRun.from_json(run) if run else None, timeouts,
+                   str(data.get("desync_rank", "")))
+
+
+@dataclass(slots=True)
+class TimeoutRecord:
+    """One watchdog timeout as the NCCL page lists it."""
+
+    op: str
+    rank: str
+    seq: int
+    timeout_ms: int
+    ran_for_ms: int | None
+    pg: str
+    logged: str
+    seen_ms: int  # when the collector read it
+    lagging: set[int] = _field(default_factory=set)
+
+    @property
+    def id(self) -> str:
+        return f"{self.rank}|{self.pg}|{self.op}|{self.seq}|{self.logged}"
+
+    def key(self) -> SeriesKey:
+        labels = {"op": self.op, "rank": self.rank, "seq": str(self.seq), "timeout_ms": str(self.timeout_ms)}
+        optional = {"ran_for_ms": "" if self.ran_for_ms is None else str(self.ran_for_ms), "pg": self.pg,
+                    "logged": self.logged, "lagging_ranks": format_ranks(self.lagging)}
+        labels.update((k, v) for k, v in optional.items() if v)
+        return SeriesKey.of(TIMEOUT_EVENT, labels)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "rank": self.rank, "seq": self.seq, "timeout_ms": self.timeout_ms,
+                "ran_for_ms": self.ran_for_ms, "pg": self.pg, "logged": self.logged, "seen_ms": self.seen_ms,
+                "lagging": sorted(self.lagging)}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TimeoutRecord:
+        ran = d["ran_for_ms"]
+        return cls(str(d["op"]), str(d["rank"]), int(d["seq"]), int(d["timeout_ms"]), None if ran is None else int(ran),
+                   str(d["pg"]), str(d["logged"]), int(d["seen_ms"]), {int(r) for r in d["lagging"]})
 
 
 def _remember(table: dict[str, str], key: str, value: str) -> None:
@@ -87,14 +200,21 @@ class NcclAggregator:
         self.thread_comm: dict[str, str] = {}  # "host:pid:tid" -> comm
         self.proc_comm: dict[str, str] = {}  # "host:pid" -> comm
         self.rank_comm: dict[str, str] = {}  # "host:pid:rank" -> comm
+        self.timeout_events: dict[str, TimeoutRecord] = {}  # event id -> record, oldest first
+        self.now_ms = 0  # the collect's time, set by the source before it applies events
+        self._fresh: set[SeriesKey] = set()  # counters born in this process, not yet emitted
 
     # -- state changes -------------------------------------------------------------------
     def _room(self, key: SeriesKey, table: dict[SeriesKey, float]) -> bool:
         if key in table or len(self.gauges) + len(self.counters) < self.max_series:
             return True
-        dropped = SeriesKey("nccl_series_dropped_total")
-        self.counters[dropped] = self.counters.get(dropped, 0.0) + 1
+        self._count(SeriesKey("nccl_series_dropped_total"), 1.0)
         return False
+
+    def _count(self, key: SeriesKey, by: float) -> None:
+        if key not in self.counters:
+            self._fresh.add(key)
+        self.counters[key] = self.counters.get(key, 0.0) + by
 
     def set(self, name: str, value: float, **labels: str) -> None:
         key = SeriesKey.of(name, **labels)
@@ -104,7 +224,7 @@ class NcclAggregator:
     def inc(self, name: str, by: float = 1.0, **labels: str) -> None:
         key = SeriesKey.of(name, **labels)
         if self._room(key, self.counters):
-            self.counters[key] = self.counters.get(key, 0.0) + by
+            self._count(key, by)
 
     def count_lines(self, parsed: int, ignored: int) -> None:
         if parsed:
@@ -149,10 +269,16 @@ class NcclAggregator:
                 self.set("nccl_init_seconds", max(old, total), comm=comm)
             case NcclWarning(source=source):
                 self.inc("nccl_warnings_total", source=source)
-            case WatchdogTimeout(rank=rank, seq=seq, op=op, timeout_ms=timeout_ms):
-                self.inc("nccl_timeouts_total", op=op, rank=str(rank))
-                self.set("nccl_last_timeout_seqnum", float(seq), rank=str(rank))
-                self.set("nccl_timeout_setting_seconds", timeout_ms / 1000, rank=str(rank))
+            case WatchdogTimeout(seq=seq, op=op, timeout_ms=timeout_ms) as timeout:
+                who = "unknown" if timeout.rank is None else str(timeout.rank)
+                self.inc("nccl_timeouts_total", op=op, rank=who)
+                self.set("nccl_last_timeout_seqnum", float(seq), rank=who)
+                self.set("nccl_timeout_setting_seconds", timeout_ms / 1000, rank=who)
+                self._timeout_event(timeout, who, ctx)
+            case DesyncHeader(rank=rank):
+                ctx.desync_rank = str(rank)
+            case LaggingRanks(ranks=ranks, reporter=reporter):
+                self._lagging(ranks, "" if reporter is None else str(reporter), ctx)
             case InspectorPerf(op=op, size_bytes=size, rank=rank, exec_seconds=exec_s) as perf:
                 labels = {"op": op, "size_bytes": str(size), "rank": str(rank)}
                 self.set("nccl_collective_exec_seconds", exec_s, **labels)
@@ -160,23 +286,77 @@ class NcclAggregator:
                     self.set("nccl_collective_bus_bandwidth_bytes_per_second",
                              perf.bus_bandwidth_bytes_per_second, **labels)
             case PerfStart(op=op, concluded=concluded):
+                if not concluded:
+                    self._tests_run(ctx, header=True)
                 if not concluded or not ctx.tests_op:
                     ctx.tests_op = op
+            case PerfHeader(nthread=nthread, ngpus=ngpus):
+                run = self._tests_run(ctx, header=True)
+                if nthread is not None and ngpus is not None:
+                    run.header_ranks = nthread * ngpus
+            case PerfRank(rank=rank, host=host):
+                run = self._tests_run(ctx, header=True)
+                run.ranks = max(run.ranks, rank + 1)
+                if host not in run.hosts and len(run.hosts) < _CONTEXT_CAP:
+                    run.hosts.append(host)
             case PerfRow(size_bytes=size) as row:
+                run = self._tests_run(ctx, header=False)
+                run.rows = True
                 op = ctx.tests_op or "unknown"
                 for inplace, res in (("false", row.out_of_place), ("true", row.in_place)):
-                    labels = {"op": op, "size_bytes": str(size), "inplace": inplace}
+                    labels = {"op": op, "size_bytes": str(size), "inplace": inplace, **run.labels()}
                     self.set("nccl_tests_bus_bandwidth_bytes_per_second", res.bus_bandwidth_bytes_per_second, **labels)
                     self.set("nccl_tests_time_seconds", res.time_seconds, **labels)
                     if res.wrong is not None:
                         self.set("nccl_tests_wrong", float(res.wrong), **labels)
             case PerfAverage(bus_bandwidth_bytes_per_second=bw):
-                self.set("nccl_tests_avg_bus_bandwidth_bytes_per_second", bw, op=ctx.tests_op or "unknown")
+                run = self._tests_run(ctx, header=False)
+                self.set("nccl_tests_avg_bus_bandwidth_bytes_per_second", bw, op=ctx.tests_op or "unknown", **run.labels())
+
+    @staticmethod
+    def _tests_run(ctx: FileContext, *, header: bool) -> TestsRun:
+        """The file's current nccl-tests run; a header line after rows (or a first line) starts one."""
+        run = ctx.tests_run
+        if run is None or (header and run.rows):
+            run = ctx.tests_run = TestsRun(ctx.run_id())
+        return run
+
+    def _timeout_event(self, timeout: WatchdogTimeout, rank: str, ctx: FileContext) -> None:
+        record = TimeoutRecord(timeout.op, rank, timeout.seq, timeout.timeout_ms, timeout.ran_for_ms, timeout.pg,
+                               timeout.logged, self.now_ms)
+        self.timeout_events.setdefault(record.id, record)  # the same timeout printed again is one event
+        for who in (rank, ""):
+            ctx.timeouts.pop(who, None)
+            ctx.timeouts[who] = (record.id, ctx.offset)
+        while len(ctx.timeouts) > _CONTEXT_CAP:
+            del ctx.timeouts[next(iter(ctx.timeouts))]
+        ctx.desync_rank = ""
+
+    def _lagging(self, ranks: tuple[int, ...], reporter: str, ctx: FileContext) -> None:
+        """Attach a desync report's ranks to the timeout it follows (of the rank it is about)."""
+        target = ctx.timeouts.get(reporter or ctx.desync_rank or "")
+        if target is None or not 0 <= ctx.offset - target[1] <= _REPORT_REACH:
+            return
+        record = self.timeout_events.get(target[0])
+        if record is not None and len(record.lagging) < _CONTEXT_CAP:
+            record.lagging.update(ranks)
 
     # -- output --------------------------------------------------------------------------
     def samples(self, ts_ms: int) -> list[Sample]:
+        """Every series at ``ts_ms``; a counter born since the last call also gets a 0 at
+        ``ts_ms - 1``, and every timeout event is emitted before the oldest are let go."""
         out = [Sample(k, ts_ms, v) for k, v in self.gauges.items()]
-        out += [Sample(k, ts_ms, v) for k, v in self.counters.items()]
+        for k, v in self.counters.items():
+            if k in self._fresh:
+                out.append(Sample(k, ts_ms - 1, 0.0))
+            out.append(Sample(k, ts_ms, v))
+        self._fresh.clear()
+        for record in self.timeout_events.values():
+            if not record.seen_ms:
+                record.seen_ms = ts_ms
+            out.append(Sample(record.key(), ts_ms, record.seen_ms / 1000))
+        while len(self.timeout_events) > MAX_TIMEOUT_EVENTS:
+            del self.timeout_events[next(iter(self.timeout_events))]
         channels: dict[SeriesKey, float] = {}
         for comm, per_transport in self.links.items():
             for transport, links in per_transport.items():
@@ -197,6 +377,7 @@ class NcclAggregator:
             "thread_comm": dict(self.thread_comm),
             "proc_comm": dict(self.proc_comm),
             "rank_comm": dict(self.rank_comm),
+            "timeout_events": [r.to_json() for r in self.timeout_events.values()],
         }
 
     @classmethod
@@ -210,4 +391,6 @@ class NcclAggregator:
         agg.nvls = {str(c): int(n) for c, n in data["nvls"].items()}
         for field in ("ptr_comm", "thread_comm", "proc_comm", "rank_comm"):
             getattr(agg, field).update({str(k): str(v) for k, v in data[field].items()})
+        records = (TimeoutRecord.from_json(r) for r in data.get("timeout_events", []))
+        agg.timeout_events = {r.id: r for r in records}
         return agg

@@ -4,7 +4,8 @@ Every collect expands the globs, reads the new complete lines of each log file (
 :mod:`.follower`), feeds them through :func:`~collector.nccl.lines.parse_any` into one
 :class:`~collector.nccl.metrics.NcclAggregator`, reads each ``*.prom`` file (NCCL Inspector
 Prometheus mode) whole through :func:`~collector.exposition.parse_exposition`, and answers
-with every series the aggregator holds plus the textfile samples, all stamped ``now``.
+with every series the aggregator holds plus the textfile samples, all stamped ``now`` (a
+counter series new in this process also gets its 0 at ``now - 1 ms``, see :mod:`.metrics`).
 
 The follower's offsets and the aggregator's state are written together, atomically (temp
 file + ``os.replace``), after each collect that changed them, so a restart neither re-counts
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from collector.exposition import ParseError, parse_exposition
-from collector.nccl.follower import FileState, Follower, Opener, expand, open_binary
+from collector.nccl.follower import FileState, Follower, Line, Opener, expand, open_binary
 from collector.nccl.lines import parse_any
 from collector.nccl.metrics import NcclAggregator
 from collector.nccl.nccl_tests import op_from_name
@@ -120,6 +121,7 @@ class NcclLogSource:
         errors: list[tuple[str, str]] = []
         textfile: list[Sample] = []
         known = self.follower.begin()
+        self.aggregator.now_ms = now_ms
         states: list[FileState] = []
         keep: list[str] = []
         for path in expand(self.globs):
@@ -135,6 +137,7 @@ class NcclLogSource:
                 errors.append(("read", f"{path}: cannot read: {exc.strerror or exc}"))
                 keep.append(str(path))
                 continue
+            state.ctx.name = path.stem
             if not state.ctx.tests_op:
                 state.ctx.tests_op = op_from_name(path.name) or ""
             self._feed(lines, state)
@@ -150,9 +153,9 @@ class NcclLogSource:
         batch = SampleBatch.from_samples(self.aggregator.samples(now_ms) + textfile)
         return ScrapeResult(batch, Health.ok())
 
-    def _feed(self, lines: list[str], state: FileState) -> None:
+    def _feed(self, lines: list[Line], state: FileState) -> None:
         parsed = ignored = 0
-        for line in lines:
+        for offset, line in lines:
             if not line.strip():
                 continue
             event = parse_any(line)
@@ -160,6 +163,7 @@ class NcclLogSource:
                 ignored += 1
             else:
                 parsed += 1
+                state.ctx.offset = offset
                 self.aggregator.apply(event, state.ctx)
         self.aggregator.count_lines(parsed, ignored)
 

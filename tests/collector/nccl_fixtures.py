@@ -84,3 +84,73 @@ NCCL_TESTS_OUT = """\
 #
 # Collective test concluded: reduce_scatter_perf
 """
+
+# Other PyTorch generations: the newest logPrefix() style (PG name, no "[Rank N]"), `srun -l` plus a
+# c10 prefix with an unpadded month and no rank in the message, a Python exception echo and a peer's
+# dump-signal line (neither is a timeout of its own), and a torch 1.x line with no rank at all.
+WATCHDOG_VARIANTS = """\
+[rank6]:[E0212 04:11:09.550312841 ProcessGroupNCCL.cpp:688] [PG ID 2 PG GUID 5(tp_group) Rank 6] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=31, OpType=_ALLGATHER_BASE, NumelIn=2048, NumelOut=16384, Timeout(ms)=120000) ran for 120094 milliseconds before timing out.
+[rank6]: torch.distributed.DistBackendError: [PG ID 2 PG GUID 5(tp_group) Rank 6] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=31, OpType=_ALLGATHER_BASE, NumelIn=2048, NumelOut=16384, Timeout(ms)=120000) ran for 120094 milliseconds before timing out.
+[rank2]:[E0212 04:11:10.000100000 ProcessGroupNCCL.cpp:1987] [PG ID 2 PG GUID 5(tp_group) Rank 2] Received a dump signal due to a collective timeout from  rank 6 and we will try our best to dump the debug info. Last enqueued NCCL work: 31, last completed NCCL work: 30.
+12: [rank12]:[E307 22:01:45.001937 ProcessGroupNCCL.cpp:632] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=77, OpType=REDUCE_SCATTER, NumelIn=65536, NumelOut=8192, Timeout(ms)=600000) ran for 600110 milliseconds before timing out.
+[E ProcessGroupNCCL.cpp:414] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=BARRIER, Timeout(ms)=10000) ran for 10250 milliseconds before timing out.
+"""
+
+# TORCH_NCCL_DESYNC_DEBUG=1 reports: torch 1.x appends it to the timeout message (missing ranks);
+# torch 2.x logs it as its own message after the timeout (rank 6 finished #41207 and never joined
+# #41208), interleaved with another rank's lines, and the snapshot part names no lagging rank.
+DESYNC_LOG = """\
+[E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=60000) ran for 60321 milliseconds before timing out.
+\t - [0] Timeout at collective: ALLREDUCE, #12
+\t - To our best knowledge, ranks [2, 3] are the lagging ranks that caused this timeout. They never joined any collectives
+[rank4]:[E0311 10:02:03.100000000 ProcessGroupNCCL.cpp:1595] [Rank 4] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=41208, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for 600044 milliseconds before timing out.
+[rank5]:[E0311 10:02:03.100050000 ProcessGroupNCCL.cpp:1595] [Rank 5] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=41208, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, Timeout(ms)=600000) ran for 600051 milliseconds before timing out.
+[rank4]:[E0311 10:02:03.100100000 ProcessGroupNCCL.cpp:1610] [PG 0 (default_pg) Rank 4]
+\t - [4] Timeout at collective: ALLREDUCE, #41208
+\t - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:
+\t     [6] finished collective #41207, but didn't join collective #41208 (count from 1)
+\t - Snapshot of ranks' latest states:
+\t   #41207 finished ranks:
+\t     [6] finished ALLREDUCE
+\t   #41208 started ranks:
+\t     [0, 1, 2, 3, 4, 5, 7] started ALLREDUCE
+"""
+
+
+def timeout_line(rank: int, seq: int, op: str = "ALLREDUCE", timeout_ms: int = 600000, stamp: str = "0105 09:20:11") -> str:
+    """One torch >= 2.2 watchdog timeout line."""
+    return (f"[rank{rank}]:[E{stamp}.123456789 ProcessGroupNCCL.cpp:616] [Rank {rank}] Watchdog caught collective "
+            f"operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=4096, NumelOut=4096, "
+            f"Timeout(ms)={timeout_ms}) ran for {timeout_ms + 37} milliseconds before timing out.\n")
+
+
+def nccl_tests_output(hosts: list[str], gpus_per_host: int, peak_busbw_gbs: float, *, new_format: bool = True,
+                      sizes: tuple[int, ...] = (1 << 20, 1 << 24, 1 << 28, 1 << 30)) -> str:
+    """An all_reduce_perf run over ``hosts`` x ``gpus_per_host`` ranks whose largest size reaches
+    ``peak_busbw_gbs``: the newer header (version, "starting"/"concluded" lines, ``Group``) or the
+    older one (no version line, ``Rank`` lines without ``Group``)."""
+    n = len(hosts) * gpus_per_host
+    lines = []
+    if new_format:
+        lines += ["# nccl-tests version 2.17.1 nccl-headers=22605 nccl-library=22605",
+                  "# Collective test starting: all_reduce_perf"]
+    lines += [f"# nThread 1 nGpus 1 minBytes {sizes[0]} maxBytes {sizes[-1]} step: 2(factor) warmup iters: 5 iters: 20 "
+              "agg iters: 1 validation: 1 graph: 0", "#", "# Using devices"]
+    for rank in range(n):
+        host, dev = hosts[rank // gpus_per_host], rank % gpus_per_host
+        group = "Group  0 " if new_format else ""
+        lines.append(f"#  Rank {rank:2d} {group}Pid {4000 + rank:6d} on {host:>10} device {dev:2d} [0000:{dev:02x}:00] "
+                     "NVIDIA H100 80GB HBM3")
+    lines += ["#", "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+              "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)"]
+    factor = 2 * (n - 1) / n
+    for size in sizes:
+        busbw = peak_busbw_gbs * size / (size + sizes[-1] / 64) * (1 + 1 / 64)
+        algbw = busbw / factor
+        time_us = size / (algbw * 1e9) * 1e6
+        lines.append(f"{size:12d}  {size // 4:12d}     float     sum      -1  {time_us:7.1f}  {algbw:6.2f}  {busbw:6.2f}      0"
+                     f"  {time_us * 1.01:7.1f}  {algbw / 1.01:6.2f}  {busbw / 1.01:6.2f}      0")
+    lines += ["# Out of bounds values : 0 OK", f"# Avg bus bandwidth    : {peak_busbw_gbs / 2:.3f}", "#"]
+    if new_format:
+        lines.append("# Collective test concluded: all_reduce_perf")
+    return "\n".join(lines) + "\n"

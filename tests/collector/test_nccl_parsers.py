@@ -22,14 +22,17 @@ from collector.nccl.debug_lines import (
 )
 from collector.nccl.inspector import InspectorPerf
 from collector.nccl.lines import parse_any
-from collector.nccl.nccl_tests import PerfAverage, PerfRow, PerfStart, op_from_name
-from collector.nccl.watchdog import WatchdogTimeout
+from collector.nccl.nccl_tests import PerfAverage, PerfHeader, PerfRank, PerfRow, PerfStart, op_from_name
+from collector.nccl.watchdog import DesyncHeader, LaggingRanks, WatchdogTimeout, format_ranks
 from tests.collector.nccl_fixtures import (
     DEBUG_LOG,
+    DESYNC_LOG,
     NCCL_TESTS_OUT,
     VERSION_ONLY,
     WATCHDOG_LOG,
+    WATCHDOG_VARIANTS,
     inspector_record,
+    nccl_tests_output,
 )
 
 REF = Path("/work/shared/reference/samples")
@@ -117,10 +120,35 @@ def test_bad_lines_are_ignored_not_raised(line: str) -> None:
 def test_watchdog_timeouts_count_once_per_timeout() -> None:
     parsed = watchdog.parse_lines(WATCHDOG_LOG.splitlines())
     assert parsed.events == [
-        WatchdogTimeout(rank=2, seq=4242, op="ALLGATHER", timeout_ms=300000, ran_for_ms=300007, numel_in=1024, numel_out=4096),
+        WatchdogTimeout(rank=2, seq=4242, op="ALLGATHER", timeout_ms=300000, ran_for_ms=300007, numel_in=1024, numel_out=4096,
+                        logged="01-05 09:20:11"),
         WatchdogTimeout(rank=5, seq=77, op="BROADCAST", timeout_ms=1800000, ran_for_ms=1800500, numel_in=None, numel_out=None),
     ]
     assert parsed.ignored == 4
+
+
+def test_watchdog_variants_of_other_torch_generations() -> None:
+    parsed = watchdog.parse_lines(WATCHDOG_VARIANTS.splitlines())
+    assert [(e.rank, e.seq, e.op, e.timeout_ms, e.ran_for_ms, e.pg, e.logged) for e in parsed.events
+            if isinstance(e, WatchdogTimeout)] == [
+        (6, 31, "_ALLGATHER_BASE", 120000, 120094, "tp_group", "02-12 04:11:09"),  # "[PG ID .. (name) Rank 6]" prefix
+        (12, 77, "REDUCE_SCATTER", 600000, 600110, "", "03-07 22:01:45"),  # rank from "[rank12]:", month unpadded
+        (None, 3, "BARRIER", 10000, 10250, "", ""),  # no rank anywhere
+    ]
+    assert parsed.ignored == 2  # the DistBackendError echo and the peer's dump-signal line
+
+
+def test_desync_report_names_the_lagging_ranks() -> None:
+    events = [e for e in map(parse_any, DESYNC_LOG.splitlines()) if e is not None]
+    assert [type(e).__name__ for e in events] == [
+        "WatchdogTimeout", "DesyncHeader", "LaggingRanks", "WatchdogTimeout", "WatchdogTimeout", "DesyncHeader", "LaggingRanks",
+    ]
+    assert events[1] == DesyncHeader(0, "ALLREDUCE", 12) and events[5] == DesyncHeader(4, "ALLREDUCE", 41208)
+    assert events[2] == LaggingRanks((2, 3), "never_joined", None, None)
+    assert events[6] == LaggingRanks((6,), "not_joined_next", 41207, None)
+    stuck = watchdog.parse_line("[rank1]: \t   - [1, 3, 2] joined but didn't finish collective #5 (count from 1)")
+    assert stuck == LaggingRanks((1, 2, 3), "not_finished", 5, 1)
+    assert format_ranks([9, 0, 1, 2, 3, 7, 10, 3]) == "0-3,7,9-10" and format_ranks([]) == ""
 
 
 def test_inspector_json_lines() -> None:
@@ -152,9 +180,19 @@ def test_nccl_tests_table() -> None:
     assert first.out_of_place.bus_bandwidth_bytes_per_second == pytest.approx(0.04e9)
     assert first.in_place.algo_bandwidth_bytes_per_second == pytest.approx(0.05e9) and first.in_place.wrong == 0
     assert last.out_of_place.wrong is None and last.in_place.bus_bandwidth_bytes_per_second == pytest.approx(0.15e9)
+    assert _of(PerfHeader, parsed.events) == [PerfHeader(version="2.17.1"), PerfHeader(nthread=1, ngpus=4)]
     assert avgs == [PerfAverage(pytest.approx(0.0867e9))]  # type: ignore[arg-type]
     assert op_from_name("nccl_tests_all_gather_perf_2node.txt") == "all_gather"
     assert op_from_name("alltoall_perf.log") == "alltoall" and op_from_name("train.log") is None
+
+
+def test_nccl_tests_rank_lines_old_and_new() -> None:
+    new = nccl_tests.parse_lines(nccl_tests_output(["node-a", "node-b"], 2, 100.0).splitlines()).events
+    assert _of(PerfRank, new) == [PerfRank(0, "node-a", 4000, 0), PerfRank(1, "node-a", 4001, 1),
+                                  PerfRank(2, "node-b", 4002, 0), PerfRank(3, "node-b", 4003, 1)]
+    old = nccl_tests.parse_line("#   Rank  3 Pid  21094 on dgx-07 device  3 [0x3b] Tesla V100-SXM2-32GB")
+    bare = nccl_tests.parse_line("  Rank  0 Group  0 Pid   6899 on ztan-mig-235z device  0 [0000:04:00] NVIDIA H100 80GB HBM3")
+    assert old == PerfRank(3, "dgx-07", 21094, 3) and bare == PerfRank(0, "ztan-mig-235z", 6899, 0)
 
 
 def test_nccl_tests_row_without_root_column_and_extra_timestamp_column() -> None:
@@ -190,10 +228,13 @@ def test_captured_nccl_debug_files() -> None:
 
 def test_captured_watchdog_file() -> None:
     parsed = watchdog.parse_lines(_need(REF / "pytorch_nccl_watchdog_timeout.txt"))
-    assert len(parsed.events) == 6  # every genuine "Watchdog caught" line, echoes excluded
-    assert {e.op for e in parsed.events} == {"ALLREDUCE", "_REDUCE_SCATTER_BASE"}
-    assert all(e.timeout_ms in (600000, 1800000) for e in parsed.events)
-    assert sum(e.numel_in is None for e in parsed.events) == 2  # torch 1.x lines
+    events = _of(WatchdogTimeout, parsed.events)
+    assert len(events) == len(parsed.events) == 6  # every genuine "Watchdog caught" line, echoes excluded
+    assert {e.op for e in events} == {"ALLREDUCE", "_REDUCE_SCATTER_BASE"}
+    assert all(e.timeout_ms in (600000, 1800000) for e in events)
+    assert sum(e.numel_in is None for e in events) == 2  # torch 1.x lines
+    assert [e.rank for e in events] == [1, 0, 0, 1, 1, 3] and all(e.ran_for_ms for e in events)
+    assert sum(bool(e.logged) for e in events) == 4 and events[0].logged == "06-26 06:24:44"  # c10's "E626"
 
 
 def test_captured_inspector_examples() -> None:
@@ -219,3 +260,6 @@ def test_captured_nccl_tests_tables(path: Path) -> None:
     assert 300e9 < rows[-1].out_of_place.bus_bandwidth_bytes_per_second < 400e9
     assert [e for e in parsed.events if isinstance(e, PerfAverage)] == [PerfAverage(pytest.approx(70.742e9))]  # type: ignore[arg-type]
     assert op_from_name(path.name) == "all_reduce"
+    ranks = _of(PerfRank, parsed.events)
+    assert len(ranks) == 16 and len({r.host for r in ranks}) == 2 and ranks[0].host == "ztan-mig-235z"
+    assert _of(PerfHeader, parsed.events) == [PerfHeader(nthread=1, ngpus=1)]

@@ -33,6 +33,12 @@ def test_nccl_logs_are_collected_by_the_service(store_url: str, tmp_path: Path) 
             timeouts = reply.json()["data"]["result"]
         assert timeouts, "no NCCL timeout series stored"
         assert float(timeouts[0]["value"][1]) >= 1  # type: ignore[index]
+        # Each first timeout of an (op, rank) counts in increase() (its counter was born with a 0 before it).
+        increase = httpx.get(f"{base}/api/v1/query", params={"query": 'increase(nccl_timeouts_total{job="nccl"}[15m])'})
+        counted = [float(r["value"][1]) for r in increase.json()["data"]["result"]]
+        assert len(counted) == 2 and min(counted) >= 1, counted
+        events = httpx.get(f"{base}/api/v1/query", params={"query": "nccl_timeout_event_timestamp_seconds"}).json()
+        assert sorted(r["metric"]["seq"] for r in events["data"]["result"]) == ["4242", "77"]
         up = httpx.get(f"{base}/api/v1/query", params={"query": 'up{job="nccl"}'}).json()["data"]["result"]
         assert [r["value"][1] for r in up] == ["1"]
         versions = httpx.get(f"{base}/api/v1/query", params={"query": "nccl_info"}).json()["data"]["result"]

@@ -111,7 +111,14 @@ def default_rule_dicts(t: Thresholds) -> dict[str, Any]:
                "GPU {{ $labels.gpu }} on {{ $labels.host }}: " + COUNT + " uncorrectable ECC errors in 10 min"),
         _alert("GpuTemperatureHigh", f"gpu_temperature_celsius > {t.gpu_temperature_celsius:g}", "warning",
                "GPU {{ $labels.gpu }} on {{ $labels.host }} at " + COUNT + " °C", "5m", keep),
-        _alert("NcclTimeouts", f"sum by (job, instance) (increase(nccl_timeouts_total[15m])) >= {t.nccl_timeouts_in_15m}",
+        # The first timeout of an (op, rank) usually kills the job, so it must count: our store
+        # has a zero sample before each counter's first value (increase sees it); a Prometheus
+        # that federates the counter sees it born at 1, so the timeout events (one series per
+        # timeout, valued when it was read) count it there -- and survive a Prometheus restart,
+        # where "new since 15 min ago" would page for every old counter.
+        _alert("NcclTimeouts",
+               f"sum by (job, instance) (increase(nccl_timeouts_total[15m])) >= {t.nccl_timeouts_in_15m} or "
+               f"count by (job, instance) (time() - nccl_timeout_event_timestamp_seconds <= 900) >= {t.nccl_timeouts_in_15m}",
                "critical", COUNT + " NCCL timeouts in 15 min on {{ $labels.instance }}"),
     ]
     requests = [

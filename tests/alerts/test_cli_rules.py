@@ -96,6 +96,36 @@ def test_export_passes_promtool_and_both_engines_agree(tmp_path: Path) -> None:
     assert config.returncode == 0, config.stdout + config.stderr
 
 
+def test_exported_nccl_rule_counts_a_first_timeout_in_prometheus(tmp_path: Path) -> None:
+    """Prometheus (promtool's engine) sees a federated NCCL counter born at 1: the exported rule
+    still fires on the first timeout, through the timeout's event series."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool (Debian package prometheus) is installed by the test setup"
+    shutil.copy(REPO / "deploy" / "prometheus" / "infermeter-rules.yml", tmp_path / "rules.yml")
+    (tmp_path / "t.yml").write_text(
+        "rule_files: [rules.yml]\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n"
+        "      - series: 'nccl_timeouts_total{job=\"nccl\",instance=\"n1\",op=\"ALLREDUCE\",rank=\"3\"}'\n"
+        "        values: '_ _ 1 1 1 1'\n"
+        "      - series: 'nccl_timeout_event_timestamp_seconds{job=\"nccl\",instance=\"n1\",op=\"ALLREDUCE\",rank=\"3\",seq=\"9\"}'\n"
+        "        values: '_ _ 120 120 120 120'\n"
+        "    alert_rule_test:\n"
+        "      - eval_time: 1m\n        alertname: NcclTimeouts\n        exp_alerts: []\n"
+        "      - eval_time: 3m\n        alertname: NcclTimeouts\n        exp_alerts:\n"
+        "          - exp_labels: {severity: critical, job: nccl, instance: n1}\n"
+        "            exp_annotations:\n"
+        "              summary: '1 NCCL timeouts in 15 min on n1'\n"
+        "              runbook: '" + "{runbook}" + "'\n"
+    )
+    from alerts.runbooks import RUNBOOKS
+
+    text = (tmp_path / "t.yml").read_text().replace("{runbook}", RUNBOOKS["NcclTimeouts"].replace("'", "''"))
+    (tmp_path / "t.yml").write_text(text)
+    unit = subprocess.run([promtool, "test", "rules", "t.yml"], cwd=tmp_path, capture_output=True, text=True)
+    assert unit.returncode == 0, unit.stdout + unit.stderr
+    code, _, err = _run("rules", "test", str(tmp_path / "t.yml"))
+    assert code == 0, err
+
+
 @pytest.mark.parametrize(
     "expr",
     [

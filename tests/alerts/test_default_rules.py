@@ -10,7 +10,7 @@ import pytest
 from alerts.defaults import Thresholds, default_rule_groups
 from alerts.engine import RuleEngine
 from store.types import SeriesKey
-from tests.alerts.rule_harness import SeriesFn, first_firing
+from tests.alerts.rule_harness import T0, SeriesFn, first_firing
 
 GROUPS = default_rule_groups()
 K = SeriesKey.of
@@ -117,6 +117,25 @@ def test_nccl_timeouts() -> None:
     one = {K("nccl_timeouts_total", job="nccl", instance="n1", op="ALLREDUCE", rank="0"): lambda t: 0.0 if t < 120 else 1.0}
     at = _fires("NcclTimeouts", one, 5)
     assert at is not None and 120 <= at <= 180
+
+
+def test_nccl_first_timeout_counts_without_a_zero_sample() -> None:
+    """A counter born at 1 (as Prometheus sees it through federation) has no increase; the
+    timeout's event series still counts it -- for 15 minutes after it was read, not forever."""
+    labels = {"job": "nccl", "instance": "n1"}
+    born = {K("nccl_timeouts_total", **labels, op="ALLREDUCE", rank=str(r)): (lambda t: math.nan if t < 120 else 1.0)
+            for r in range(3)}
+    assert _fires("NcclTimeouts", born, 5) is None
+    events = {
+        K("nccl_timeout_event_timestamp_seconds", **labels, op="ALLREDUCE", rank=str(r), seq="7"):
+            (lambda t: math.nan if t < 120 else (T0 / 1000 + 120))
+        for r in range(3)
+    }
+    at, engine = first_firing(GROUPS, "NcclTimeouts", {**born, **events}, 5)
+    assert at is not None and 120 <= at <= 150
+    assert [inst.value for rule, inst in engine.active() if rule.name == "NcclTimeouts"] == [3.0]
+    stale = {k: (lambda t: T0 / 1000 - 3600) for k in events}  # read an hour before
+    assert _fires("NcclTimeouts", {**born, **stale}, 5) is None
 
 
 def test_queue_backlog_recommends_scale_out() -> None:

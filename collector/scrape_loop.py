@@ -32,6 +32,7 @@ from opentelemetry.trace import NoOpTracer, Span, StatusCode, Tracer
 
 from collector.appender import BatchingAppender
 from collector.source import Health, ScrapeResult, Source
+from collector.target_gpus import target_gpu_key
 from store.clock import Clock
 from store.interfaces import Appender
 from store.types import STALE_NAN, Int64Array, SampleBatch, SeriesKey
@@ -53,6 +54,9 @@ class TargetSpec:
     # "nvml"), with that source's own options as sorted (name, value) pairs.
     kind: str = "http"
     options: tuple[tuple[str, str], ...] = ()
+    # The GPUs (indices or UUIDs on the target's host) its engine runs on, from the config:
+    # written with every scrape as TARGET_GPU_INFO series, which the cost ledger reads.
+    gpus: tuple[str, ...] = ()
 
     def target_labels(self) -> tuple[tuple[str, str], ...]:
         return (("instance", self.instance), ("job", self.job), *self.labels)
@@ -105,6 +109,7 @@ class ScrapeLoop:
             SeriesKey("up", target),
             SeriesKey("scrape_duration_seconds", target),
             SeriesKey("scrape_samples_scraped", target),
+            *(target_gpu_key(spec.job, spec.instance, gpu, "config", target) for gpu in spec.gpus),
         ]
 
     async def run(self) -> None:
@@ -215,9 +220,10 @@ class ScrapeLoop:
             self._previous = current
             self._layout = layout
         n_keys = layout.n_keys
-        n_extra = len(gone) + 3
+        n_meta = len(self._meta_keys)
+        n_extra = len(gone) + n_meta
         up = 1.0 if result.health.up else 0.0
-        meta_values = [up, duration_s, float(len(scraped))]
+        meta_values = [up, duration_s, float(len(scraped))] + [1.0] * (n_meta - 3)
         if gone:
             all_keys = layout.keys[:n_keys] + gone + self._meta_keys
             key_ids = None
@@ -245,8 +251,8 @@ class ScrapeLoop:
             return
         if batch.keys is layout.keys:
             layout.ids = np.asarray(ids, np.int64)
-        elif len(batch.keys) >= layout.n_keys + 3:  # the layout's keys, vanished ones, meta keys
-            layout.ids = np.concatenate([ids[: layout.n_keys], ids[-3:]]).astype(np.int64)
+        elif len(batch.keys) >= layout.n_keys + len(self._meta_keys):  # the layout's keys, vanished ones, meta keys
+            layout.ids = np.concatenate([ids[: layout.n_keys], ids[-len(self._meta_keys) :]]).astype(np.int64)
 
 
 class _Layout:

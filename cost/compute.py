@@ -6,9 +6,13 @@ $/kWh × PUE. A minute below ``idle_utilization`` is *idle* cost, its own line. 
 node-hour is charged for minutes any GPU of the node was observed. Pricing is per minute, so a
 price change inside the window applies from its minute on.
 
-Attribution: a GPU serves the model its node is configured with, else the models whose
-inference series come from its host (``instance`` host part; loopback means this host), split
-by generated-token share. Busy cost of a model is split among tenants by token share where
+Attribution: a GPU an engine target is known to run on (``infermeter_target_gpu_info``, from the
+config or NVML's processes; :mod:`cost.attribution`) serves that target's models; any other GPU
+serves the model its node is configured with, else the models of the node's other engine
+targets, else of all inference series from its host (``instance`` host part; loopback means this
+host), split by generated-token share. A target that runs on a CPU node (``gpu="cpu"``, the
+embedded worker without a GPU) is priced per node-hour at ``cpu_dollars_per_node_hour``, as a
+compute line of GPU model "CPU". Busy cost of a model is split among tenants by token share where
 token series carry a ``tenant`` label. Overhead is shared among a node's models by GPU-seconds.
 """
 
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cost.attribution import CPU, TARGET_GPU_INFO, GpuRef, Target, gpu_model_shares, resolve
 from cost.prices import PriceBook
 from store.reader import Fn, RangeQuery, Reader
 from store.series_index import Selector
@@ -51,6 +56,14 @@ class UsageRow:
     requests: float
 
 
+@dataclass(frozen=True)
+class WindowDetail:
+    rows: list[LedgerRow]
+    usage: list[UsageRow]
+    assigned: dict[Target, set[GpuRef]]  # engine target -> the GPUs it runs on
+    target_tokens: dict[Target, dict[str, float]]  # engine target -> model -> generated tokens
+
+
 @dataclass
 class _Gpu:
     host: str
@@ -58,6 +71,7 @@ class _Gpu:
     gpu_model: str
     util: np.ndarray  # per minute, NaN where not observed
     energy: np.ndarray  # joules per minute
+    uuid: str = ""
 
 
 def instance_host(instance: str, local_host: str) -> str:
@@ -94,8 +108,25 @@ class CostCalculator:
             joules = np.where(np.isnan(joules), watts * 60.0, joules)
             # gpu_model since the canonical rename; model_name in series stored before it
             gpu_model = labels.get("gpu_model", "") or labels.get("model_name", "") or labels.get("modelName", "")
-            gpus.append(_Gpu(key[0], key[1], gpu_model, util[:n], np.nan_to_num(joules)))
+            gpus.append(_Gpu(key[0], key[1], gpu_model, util[:n], np.nan_to_num(joules), labels.get("uuid", "")))
         return gpus
+
+    def target_tokens(self, start_ms: int, end_ms: int) -> dict[Target, dict[str, np.ndarray]]:
+        """Generated tokens per minute, per engine target (job, instance) and model."""
+        out: dict[Target, dict[str, np.ndarray]] = defaultdict(dict)
+        for labels, inc in self._minutes("inference_generation_tokens_total", start_ms, end_ms, "increase"):
+            target = (labels.get("job", ""), labels.get("instance", ""))
+            model = labels.get("model", "")
+            prev = out[target].get(model)
+            out[target][model] = inc if prev is None else np.where(np.isnan(prev), inc, np.nan_to_num(inc) + prev)
+        return dict(out)
+
+    def assignments(
+        self, start_ms: int, end_ms: int, gpus: list[_Gpu]
+    ) -> tuple[dict[Target, set[GpuRef]], dict[Target, str]]:
+        """Engine target -> the priced GPUs it runs on, and target -> host for CPU targets."""
+        info = [labels for labels, _ in self._minutes(TARGET_GPU_INFO, start_ms, end_ms, "last")]
+        return resolve(info, [(g.host, g.gpu, g.uuid) for g in gpus], self.node_of)
 
     def usage(self, start_ms: int, end_ms: int) -> list[UsageRow]:
         totals: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
@@ -109,6 +140,11 @@ class CostCalculator:
 
     def window(self, start_ms: int, end_ms: int) -> tuple[list[LedgerRow], list[UsageRow]]:
         """Ledger and usage rows for [start, end), both whole minutes."""
+        detail = self.window_detail(start_ms, end_ms)
+        return detail.rows, detail.usage
+
+    def window_detail(self, start_ms: int, end_ms: int) -> WindowDetail:
+        """:meth:`window` and which targets ran on which GPUs, with their tokens."""
         if start_ms % MINUTE_MS or end_ms % MINUTE_MS or end_ms <= start_ms:
             raise ValueError("a cost window is whole minutes")
         usage = self.usage(start_ms, end_ms)
@@ -118,7 +154,13 @@ class CostCalculator:
         acc: dict[tuple[str, ...], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
         node_seconds: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         kwh_price = np.asarray([price * pue for price, pue in map(self.book.electricity, stamps.tolist())])
-        for gpu in self._gpus(start_ms, end_ms):
+        gpus = self._gpus(start_ms, end_ms)
+        per_target = self.target_tokens(start_ms, end_ms)
+        assigned, cpu_targets = self.assignments(start_ms, end_ms, gpus)
+        totals = {t: {m: float(np.nansum(v)) for m, v in models.items()} for t, models in per_target.items()}
+        gpu_shares = gpu_model_shares(assigned, totals)
+        others = self._node_shares({t: m for t, m in totals.items() if t not in assigned and t not in cpu_targets})
+        for gpu in gpus:
             pclass = self.book.purchase_class(gpu.host)
             price = np.asarray([self.book.gpu_price(gpu.gpu_model, pclass, int(t)) for t in stamps]) / 60.0
             seen = ~np.isnan(gpu.util)
@@ -129,6 +171,9 @@ class CostCalculator:
             facts = self.book.node(gpu.host)
             if facts is not None and facts.model:
                 models = {facts.model: 1.0}
+            elif gpu.host in others:
+                models = others[gpu.host]
+            models = gpu_shares.get(GpuRef(gpu.host, gpu.gpu)) or models
             base = (gpu.host, gpu.gpu, gpu.gpu_model, pclass)
             for model, share in models.items():
                 node_seconds[gpu.host][model] += share * seen.sum() * 60.0
@@ -143,6 +188,7 @@ class CostCalculator:
                 idle_row[0] += share * float(price[idle].sum() + energy_cost[idle].sum())
                 idle_row[1] += share * float(idle.sum()) * 60.0
                 idle_row[2] += share * float(gpu.energy[idle].sum())
+        self._cpu_nodes(acc, node_seconds, cpu_targets, per_target, tenant_shares, stamps)
         overhead = np.asarray([self.book.overhead_per_node_hour(int(t)) for t in stamps]) / 60.0
         mean_overhead_per_s = float(overhead.mean()) / 60.0 if len(overhead) else 0.0
         for host, per_model in node_seconds.items():
@@ -152,7 +198,55 @@ class CostCalculator:
                 row = acc[(host, "", "", self.book.purchase_class(host), model, "", "overhead")]
                 row[0] += seconds / gpus_on_node * mean_overhead_per_s
         rows = [LedgerRow(*key, *vals) for key, vals in sorted(acc.items()) if vals[0] or vals[1] or vals[2]]  # type: ignore[arg-type]
-        return rows, usage
+        return WindowDetail(rows, usage, assigned, totals)
+
+    def _node_shares(self, tokens: dict[Target, dict[str, float]]) -> dict[str, dict[str, float]]:
+        """host -> model -> token share, over the given targets."""
+        per_host: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for (_, instance), models in tokens.items():
+            for model, n in models.items():
+                if model:
+                    per_host[self.node_of(instance)][model] += n
+        return {h: {m: (v / sum(ms.values()) if sum(ms.values()) else 1 / len(ms)) for m, v in ms.items()}
+                for h, ms in per_host.items()}
+
+    def _cpu_nodes(
+        self,
+        acc: dict[tuple[str, ...], list[float]],
+        node_seconds: dict[str, dict[str, float]],
+        cpu_targets: dict[Target, str],
+        per_target: dict[Target, dict[str, np.ndarray]],
+        tenant_shares: dict[str, dict[str, float]],
+        stamps: np.ndarray,
+    ) -> None:
+        """Engines on CPU nodes: each node-minute its engines were observed costs the CPU
+        node-hour price / 60, busy when tokens were generated in it, idle otherwise; one charge
+        per node, shared among its models by tokens."""
+        by_host: dict[str, dict[str, np.ndarray]] = defaultdict(dict)
+        for target, host in cpu_targets.items():
+            for model, minutes in per_target.get(target, {}).items():
+                prev = by_host[host].get(model)
+                by_host[host][model] = minutes if prev is None else np.where(np.isnan(prev), minutes, prev + np.nan_to_num(minutes))
+        price = np.asarray([self.book.cpu_price(int(t)) for t in stamps]) / 60.0
+        n = len(stamps)
+        for host, models in by_host.items():
+            arrays = np.vstack([v[:n] for v in models.values()])
+            seen = ~np.all(np.isnan(arrays), axis=0)
+            busy = seen & (np.nansum(arrays, axis=0) > 0)
+            idle = seen & ~busy
+            total = {m: float(np.nansum(v)) for m, v in models.items()}
+            whole = sum(total.values())
+            pclass = self.book.purchase_class(host)
+            for model, tokens in total.items():
+                share = tokens / whole if whole else 1 / len(total)
+                node_seconds[host][model] += share * float(seen.sum()) * 60.0
+                for tenant, t_share in tenant_shares.get(model, {"": 1.0}).items():
+                    row = acc[(host, CPU, "CPU", pclass, model, tenant, "gpu")]
+                    row[0] += share * t_share * float(price[busy].sum())
+                    row[1] += share * t_share * float(busy.sum()) * 60.0
+                idle_row = acc[(host, CPU, "CPU", pclass, model, "", "idle")]
+                idle_row[0] += share * float(price[idle].sum())
+                idle_row[1] += share * float(idle.sum()) * 60.0
 
     @staticmethod
     def _model_shares(usage: list[UsageRow]) -> dict[str, dict[str, float]]:

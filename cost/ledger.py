@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy import Engine
 
 from alerts.schema import cost_ledger, usage_hourly
+from cost.attribution import CPU, GpuRef
 from cost.compute import MINUTE_MS, CostCalculator, LedgerRow, UsageRow
 from cost.prices import PriceBook
 from store.clock import Clock
@@ -189,26 +190,45 @@ class CostLedger:
         return []
 
     def _gpu_tokens(self, minute: int) -> list[Sample]:
-        rows, recent = self.calc.window(minute - 5 * MINUTE_MS, minute)
+        """Tokens/s per GPU over the last 5 minutes: an engine target known to run on certain
+        GPUs (cost.attribution) has its tokens/s split over those; the rest of a node's tokens
+        of a model over the node's other GPUs that serve that model."""
+        detail = self.calc.window_detail(minute - 5 * MINUTE_MS, minute)
+        rows, recent = detail.rows, detail.usage
+        placed = {ref for refs in detail.assigned.values() for ref in refs}
         gpus_of: dict[tuple[str, str], set[str]] = defaultdict(set)
         for r in rows:
-            if r.gpu and r.model:
+            if r.gpu and r.model and r.gpu != CPU and GpuRef(r.node, r.gpu) not in placed:
                 gpus_of[(r.node, r.model)].add(r.gpu)
         tokens: dict[tuple[str, str], float] = defaultdict(float)
         for u in recent:
             tokens[(u.node, u.model)] += u.generated_tokens
+        per_gpu_acc: dict[tuple[str, str, str], float] = defaultdict(float)
+        serving: dict[tuple[str, str, str], dict[str, str]] = {}
+        for (job, instance), refs in detail.assigned.items():
+            node = self.calc.node_of(instance)
+            for model, n in detail.target_tokens.get((job, instance), {}).items():
+                tokens[(node, model)] -= n  # placed: not spread over the node's other GPUs
+                for ref in refs:
+                    per_gpu_acc[(ref.host, ref.gpu, model)] += n / 300.0 / len(refs)
+                    serving.setdefault((ref.host, ref.gpu, model), {"job": job, "instance": instance})
         # The serving target's job and instance ride along, so "target down" can inhibit the
         # throughput alert of the GPUs it serves.
         target: dict[tuple[str, str], dict[str, str]] = {}
-        for labels, _ in self.calc.series("inference_generation_tokens_total", minute - 5 * MINUTE_MS, minute):
-            node = self.calc.node_of(labels.get("instance", ""))
-            target.setdefault((node, labels.get("model", "")), {k: labels[k] for k in ("job", "instance") if k in labels})
+        for (job, instance), models in sorted(detail.target_tokens.items(), key=lambda kv: kv[0] in detail.assigned):
+            for model in models:
+                target.setdefault((self.calc.node_of(instance), model), {"job": job, "instance": instance})
         out = []
         for (node, model), gpus in gpus_of.items():
-            per_gpu = tokens.get((node, model), 0.0) / 300.0 / len(gpus)
+            per_gpu = max(0.0, tokens.get((node, model), 0.0)) / 300.0 / len(gpus)
             for gpu in gpus:
+                if (node, gpu, model) in per_gpu_acc:
+                    continue
                 labels = {**target.get((node, model), {}), "host": node, "gpu": gpu, "model": model}
                 out.append(Sample(SeriesKey.of("gpu_generation_tokens_per_second", labels), minute, per_gpu))
+        for (host, gpu, model), rate in per_gpu_acc.items():
+            labels = {**serving[(host, gpu, model)], "host": host, "gpu": gpu, "model": model}
+            out.append(Sample(SeriesKey.of("gpu_generation_tokens_per_second", labels), minute, rate))
         return out
 
 

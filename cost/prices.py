@@ -104,6 +104,12 @@ class CostSettings(_Strict):
         default_factory=lambda: [OverheadPrice(dollars_per_node_hour=0.0)],
         description="overhead per node-hour, each from a date",
     )
+    cpu_dollars_per_node_hour: float = Field(
+        0.40, ge=0,
+        description="price of a node-hour of an engine that runs on CPUs only (gpus: [cpu] on a scrape target; "
+        "the embedded worker without a GPU). The default is an example (a small cloud CPU VM), so a machine "
+        "without GPUs shows the cost model working; set your own, or 0",
+    )
     nodes: list[NodeFacts] = Field(
         default_factory=list,
         description="per node (regex on the host label): purchase class and, optionally, the model its GPUs serve",
@@ -150,6 +156,10 @@ class PriceBook:
             if best is None or rank[:2] >= best[:2]:
                 best = rank
         return best[2] if best else 0.0
+
+    def cpu_price(self, at_ms: int) -> float:
+        """$/node-hour of a CPU-only engine node (one price, not effective-dated)."""
+        return self.settings.cpu_dollars_per_node_hour
 
     def electricity(self, at_ms: int) -> tuple[float, float]:
         """($/kWh, PUE) in effect."""

@@ -130,6 +130,26 @@ class TargetSettings(_Strict):
         description="which engine's names to map onto the canonical metrics: auto detects it from the metric "
         "names; none stores the raw series only (raw series are always stored too)",
     )
+    gpus: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="which GPUs each URL's engine runs on, by URL or host:port, as GPU indices or UUIDs on "
+        "that target's host: per-GPU tokens/s is then the engine's tokens/s over its own GPUs, and its GPUs' "
+        "cost goes to its model. Without it, engines on a host where infermeter reads NVML are matched to "
+        "GPUs by their processes; otherwise a node's tokens are spread over all its GPUs",
+    )
+
+    @model_validator(mode="after")
+    def _gpus_name_urls(self) -> TargetSettings:
+        known = {u for url in self.urls for u in (url, urlsplit(url).netloc)}
+        for key, gpus in self.gpus.items():
+            if key not in known:
+                raise ValueError(f"gpus: {key!r} is neither one of this job's urls nor its host:port")
+            if not gpus or any(not g.strip() for g in gpus):
+                raise ValueError(f"gpus: {key!r} needs a non-empty list of GPU indices or UUIDs")
+        return self
+
+    def gpus_of(self, url: str) -> tuple[str, ...]:
+        return tuple(self.gpus.get(url) or self.gpus.get(urlsplit(url).netloc) or ())
 
     @field_validator("urls")
     @classmethod

@@ -8,6 +8,7 @@ self-metrics as any scraped endpoint.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 from collector.manager import SourceFactory
 from collector.nccl.source import NcclLogSource
 from collector.nvml import NvmlGpuSource
+from collector.nvml.attribution import EngineTarget, ProcessTable
 from collector.scrape_loop import TargetSpec
 from collector.source import Source
 from infermeter.settings import ScrapeSettings, Settings
@@ -48,13 +50,34 @@ def _http_specs(scrape: ScrapeSettings) -> list[TargetSpec]:
             body_limit=scrape.body_limit,
             series_limit=scrape.series_limit,
             options=(("engine", target.engine),),
+            gpus=target.gpus_of(url),
         )
         for target in scrape.targets
         for url in target.urls
     ]
 
 
-def target_specs(settings: Settings, host: str | None = None) -> list[TargetSpec]:
+def _local_engines(specs: list[TargetSpec], host: str) -> list[list[object]]:
+    """HTTP targets served from this host without configured GPUs: [job, instance, port] for
+    the GPU source to match to NVML's running processes."""
+    local = {"localhost", "127.0.0.1", "::1", "[::1]", "0.0.0.0", host, host.split(".")[0]}
+    out: list[list[object]] = []
+    for spec in specs:
+        parts = urlsplit(spec.url)
+        if spec.kind == "http" and not spec.gpus and parts.hostname in local:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            out.append([spec.job, spec.instance, port])
+    return out
+
+
+def nvidia_device_present() -> bool:
+    """Whether this host has an NVIDIA GPU (its driver's device nodes), without importing torch."""
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/nvidia0")
+
+
+def target_specs(settings: Settings, host: str | None = None, gpu_present: bool | None = None) -> list[TargetSpec]:
+    """``gpu_present``: whether the embedded worker finds a GPU (None: look at /dev); on CPU its
+    target is marked as running on a CPU node, which the cost ledger prices per node-hour."""
     host = host or socket.gethostname()
     specs = _http_specs(settings.scrape)
     nccl, gpu = settings.nccl, settings.gpu
@@ -63,6 +86,9 @@ def target_specs(settings: Settings, host: str | None = None) -> list[TargetSpec
         specs.append(_local("nccl", f"file://{host}/nccl", host, nccl.interval, "nccl", options))
     if settings.worker.embedded:
         worker = settings.worker
+        on_gpu = worker.device == "cuda" or (
+            worker.device == "auto" and (nvidia_device_present() if gpu_present is None else gpu_present)
+        )
         specs.append(
             TargetSpec(
                 job="infermeter-worker",
@@ -73,16 +99,23 @@ def target_specs(settings: Settings, host: str | None = None) -> list[TargetSpec
                 body_limit=settings.scrape.body_limit,
                 series_limit=settings.scrape.series_limit,
                 options=(("engine", "vllm"),),
+                gpus=() if on_gpu else ("cpu",),
             )
         )
     if gpu.nvml != "off":
-        options = {"per_call_timeout_s": str(gpu.per_call_timeout / 1000)}
+        options = {
+            "per_call_timeout_s": str(gpu.per_call_timeout / 1000),
+            "engine_targets": json.dumps(_local_engines(specs, host)),
+        }
         specs.append(_local("gpu", f"nvml://{host}", host, gpu.interval, "nvml", options))
     return specs
 
 
-def source_factories(clock: Clock, nvml_module: Any = None) -> dict[str, SourceFactory]:
-    """``nvml_module``: the pynvml module to use (tests hand in a fake; None imports pynvml)."""
+def source_factories(
+    clock: Clock, nvml_module: Any = None, processes: ProcessTable | None = None
+) -> dict[str, SourceFactory]:
+    """``nvml_module``: the pynvml module to use (tests hand in a fake; None imports pynvml);
+    ``processes``: how engine ports are traced to process ids (None: psutil)."""
 
     def nccl(spec: TargetSpec) -> Source:
         options = dict(spec.options)
@@ -90,8 +123,10 @@ def source_factories(clock: Clock, nvml_module: Any = None) -> dict[str, SourceF
 
     def nvml(spec: TargetSpec) -> Source:
         options = dict(spec.options)
+        engines = [EngineTarget(str(j), str(i), int(p)) for j, i, p in json.loads(options.get("engine_targets", "[]"))]
         return NvmlGpuSource(
-            clock, spec.instance, nvml=nvml_module, per_call_timeout_s=float(options["per_call_timeout_s"])
+            clock, spec.instance, nvml=nvml_module, per_call_timeout_s=float(options["per_call_timeout_s"]),
+            engine_targets=engines, processes=processes,
         )
 
     return {"nccl": nccl, "nvml": nvml}

@@ -20,9 +20,18 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from collector.nvml import metrics as m
+from collector.nvml.attribution import (
+    EngineTarget,
+    ProcessTable,
+    PsutilProcessTable,
+    attribution_samples,
+    listener_trees,
+    process_ids,
+)
 from collector.nvml.gpu import GpuDown, GpuReader, GpuState, error_code, text
 from collector.source import Health, ScrapeResult
 from store.clock import Clock
@@ -47,6 +56,8 @@ class NvmlGpuSource:
         per_call_timeout_s: float = 2.0,
         init_retry_s: float = 60.0,
         max_events_per_scrape: int = 256,
+        engine_targets: Sequence[EngineTarget] = (),
+        processes: ProcessTable | None = None,
     ) -> None:
         self.clock = clock
         self.host = host
@@ -61,6 +72,9 @@ class NvmlGpuSource:
         self._next_init_at = 0.0
         self._init_error = ""
         self._xid_stuck: asyncio.Future[Any] | None = None
+        # Local engine targets to match to GPUs by process (see collector.nvml.attribution).
+        self.engine_targets = tuple(engine_targets)
+        self.processes: ProcessTable = processes or PsutilProcessTable()
 
     @property
     def gpus(self) -> list[GpuState]:
@@ -146,7 +160,35 @@ class NvmlGpuSource:
         ts_ms = self.clock.now_ms()
         await self._poll_xid(deadline)  # first: an XID 79 must be counted even if its GPU is gone
         per_gpu = await asyncio.gather(*(self._collect_gpu(g, deadline, ts_ms) for g in self._gpus))
-        return ScrapeResult(SampleBatch.from_samples(s for group in per_gpu for s in group), Health.ok())
+        samples = [s for group in per_gpu for s in group]
+        if self.engine_targets:
+            samples += await self._attribute(deadline, ts_ms)
+        return ScrapeResult(SampleBatch.from_samples(samples), Health.ok())
+
+    async def _attribute(self, deadline: float, ts_ms: int) -> list[Sample]:
+        """Which local engine runs on which GPU, by process (a failure here costs only this)."""
+        reader = self._reader
+        assert reader is not None
+        names = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses")
+        gpu_pids: dict[tuple[tuple[str, str], ...], frozenset[int]] = {}
+        for gpu in self._gpus:
+            if not gpu.up or gpu.stuck is not None:
+                continue
+            try:
+                found = await reader.read(gpu, deadline, "processes", names)
+            except GpuDown:
+                continue
+            pids = process_ids(found)
+            if pids:
+                gpu_pids[gpu.labels(self.host)] = pids
+        if not gpu_pids:
+            return []
+        try:
+            trees = await asyncio.to_thread(listener_trees, self.processes, self.engine_targets)
+        except Exception:  # psutil trouble must not cost the GPU metrics
+            log.debug("reading the process table failed", exc_info=True)
+            return []
+        return attribution_samples(gpu_pids, trees, ts_ms)
 
     async def _collect_gpu(self, gpu: GpuState, deadline: float, ts_ms: int) -> list[Sample]:
         reader = self._reader

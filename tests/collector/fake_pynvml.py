@@ -138,6 +138,7 @@ class FakeNvml:
         self._registered: dict[int, int] = {}
         self._events: list[SimpleNamespace] = []
         self._energy = [1_000_000_000 + 1000 * i for i in range(gpu_count)]
+        self.processes: dict[int, list[int]] = {}  # GPU index -> pids of its compute processes
 
     # -- test controls -------------------------------------------------------------------
 
@@ -245,6 +246,10 @@ class FakeNvml:
     def nvmlDeviceGetPcieThroughput(self, handle: Handle, counter: int) -> int:
         index = self._device("nvmlDeviceGetPcieThroughput", handle)
         return (500 if counter == self.NVML_PCIE_UTIL_TX_BYTES else 600) + index
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: Handle) -> list[SimpleNamespace]:
+        index = self._device("nvmlDeviceGetComputeRunningProcesses", handle)
+        return [SimpleNamespace(pid=pid, usedGpuMemory=1 << 30) for pid in self.processes.get(index, [])]
 
     def nvmlDeviceGetFieldValues(self, handle: Handle, field_ids: list[tuple[int, int]]) -> list[Any]:
         index = self._device("nvmlDeviceGetFieldValues", handle)

@@ -10,22 +10,27 @@ one process (tests, benchmarks) do not share data sources.
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
+from urllib.parse import parse_qs
 
 import dash
 from dash import Dash, Input, Output, dcc, html
+from dash.exceptions import PreventUpdate
 from prometheus_client import CollectorRegistry
 
 from dashboard.pages import PAGES, Page
 from dashboard.panel import MODEL_ID, NODE_ID, RANGE_ID, REFRESH_ID, PanelContext, PanelMetrics, grid
 from dashboard.settings import DashboardSettings
 from dashboard.sources import Sources
-from dashboard.window import range_options
+from dashboard.window import RANGES_MS, fitted_range, parse_range, range_options
+from store.durations import parse_duration_ms
 
 LINK = {"padding": "6px 10px", "borderRadius": "4px", "textDecoration": "none", "color": "#333", "fontSize": "14px"}
 ACTIVE_LINK = {**LINK, "background": "#1f77b4", "color": "white"}
+log = logging.getLogger(__name__)
 OFF_MS = 24 * 3_600_000  # the interval's period when live refresh is off (it is also disabled)
 
 
@@ -37,11 +42,12 @@ def page_href(prefix: str, page: Page) -> str:
     return prefix + page.path.lstrip("/")
 
 
-def shell(settings: DashboardSettings, prefix: str) -> html.Div:
-    """Header (brand, page links, time range, filters, freshness), the refresh timer, the page."""
+def shell(settings: DashboardSettings, prefix: str, range_ms: int | None = None) -> html.Div:
+    """Header (brand, page links, time range, filters, freshness), the refresh timer, the page;
+    the range picker starts at ``range_ms`` (the configured default when None)."""
     links = [dcc.Link(p.name, href=page_href(prefix, p), id=f"nav-{p.module.rsplit('.', 1)[-1]}", style=LINK) for p in PAGES]
     controls = [
-        dcc.Dropdown(id=RANGE_ID, options=range_options(settings.default_range), value=settings.default_range,  # type: ignore[arg-type]
+        dcc.Dropdown(id=RANGE_ID, options=range_options(settings.default_range), value=range_ms or settings.default_range,  # type: ignore[arg-type]
                      clearable=False, searchable=False, style={"width": "140px"}, persistence=True, persistence_type="session"),
         # The filters live in the header, outside the pages, so they hold while moving between
         # pages. (Not persisted over reloads: their options arrive by callback, after a
@@ -89,15 +95,52 @@ def create_dash(
     for page in PAGES:
         dash.register_page(page.module, path=page.path, name=page.name, order=page.order,
                            title=f"infermeter · {page.name}", layout=partial(page_layout, page))  # type: ignore[no-untyped-call]
-    app.layout = shell(settings, requests_prefix)
     ctx = PanelContext(sources, settings, PanelMetrics.register(registry) if registry is not None else None)
+    app.layout = lambda: shell(settings, requests_prefix, initial_range(ctx))  # per page load: fits the data
     for page in PAGES:
         page.register(app, ctx)
     _register_shell(app, ctx, requests_prefix)
     return app
 
 
+def initial_range(ctx: PanelContext) -> int:
+    """The range a page load starts at: a configured ``dashboard.default_range``, else the
+    smallest preset that covers the stored data (a fresh install's minutes are not squeezed
+    into 6 h), at most the default. (The picker's choice, kept for the browser session, and a
+    ``?range=`` in the URL win over it.)"""
+    settings = ctx.settings
+    if "default_range" in settings.model_fields_set:
+        return settings.default_range
+    now = ctx.sources.clock.now_ms()
+    try:
+        earliest = ctx.queries.earliest_sample(now, settings.default_range)
+    except Exception:  # the page must load even when the store does not answer
+        log.warning("dashboard: could not read the age of the stored data", exc_info=True)
+        return settings.default_range
+    return fitted_range(settings.default_range, None if earliest is None else now - earliest)
+
+
+def range_from_url(search: str | None, default_ms: int) -> int | None:
+    """``?range=1h`` (the config's duration syntax) as a preset of the picker; None without one."""
+    values = parse_qs((search or "").lstrip("?")).get("range")
+    if not values:
+        return None
+    try:
+        wanted = parse_range(parse_duration_ms(values[-1]), default_ms)
+    except ValueError:
+        return None
+    return next((r for r in sorted({*RANGES_MS, default_ms}) if r >= wanted), RANGES_MS[-1])
+
+
 def _register_shell(app: Dash, ctx: PanelContext, prefix: str) -> None:
+    def from_url(search: str | None) -> int:
+        found = range_from_url(search, ctx.settings.default_range)
+        if found is None:
+            raise PreventUpdate
+        return found
+
+    app.callback(Output(RANGE_ID, "value"), Input("_pages_location", "search"))(from_url)
+
     def options(_n: object) -> tuple[list[dict[str, str]], list[dict[str, str]], str]:
         def read() -> tuple[list[str], list[str]]:
             return ctx.queries.models(), ctx.queries.nodes()
@@ -117,4 +160,4 @@ def _register_shell(app: Dash, ctx: PanelContext, prefix: str) -> None:
                  Input("_pages_location", "pathname"))(highlight)
 
 
-__all__ = ["create_dash", "shell", "page_layout"]
+__all__ = ["create_dash", "shell", "page_layout", "initial_range", "range_from_url"]

@@ -44,15 +44,29 @@ def spend_breakdown(sources: Sources, start_ms: int, end_ms: int, filters: Filte
     return {dim: [Bar(label, value, comp) for (label, comp), value in cells.items()] for dim, cells in out.items()}
 
 
-def spend_total(sources: Sources, start_ms: int, end_ms: int, filters: Filters) -> float | None:
+def hourly_spend(sources: Sources, start_ms: int, end_ms: int, filters: Filters) -> dict[int, float] | None:
+    """Ledger dollars per hour starting in [start, end) for the view's models and nodes; the
+    hour in progress is included with what it has cost so far (the ledger prices it every
+    minute). The one read behind "Spend per hour" and "Spend today", so the two agree."""
     if sources.ledger is None:
         return None
-    rows = sources.ledger.spend(start_ms, end_ms, ["model", "node"])
-    return sum(
-        float(r["dollars"] or 0.0)
-        for r in rows
-        if (not filters.models or r["model"] in filters.models) and (not filters.nodes or r["node"] in filters.nodes)
-    )
+    by = ["hour_ms", *(["model"] if filters.models else []), *(["node"] if filters.nodes else [])]
+    out: dict[int, float] = defaultdict(float)
+    for row in sources.ledger.spend(start_ms, end_ms, by):
+        if (filters.models and row["model"] not in filters.models) or (filters.nodes and row["node"] not in filters.nodes):
+            continue
+        out[int(row["hour_ms"])] += float(row["dollars"] or 0.0)
+    return dict(out)
+
+
+def spend_total(sources: Sources, start_ms: int, end_ms: int, filters: Filters) -> float | None:
+    hourly = hourly_spend(sources, start_ms, end_ms, filters)
+    return None if hourly is None else sum(hourly.values())
+
+
+def spend_so_far(sources: Sources, filters: Filters, now_ms: int, period: str) -> float | None:
+    """Spend of this day (week, month) through the hour in progress."""
+    return spend_total(sources, period_start_ms(now_ms, period), hour_floor(now_ms) + HOUR_MS, filters)
 
 
 # -- budgets ------------------------------------------------------------------------------------
@@ -190,6 +204,22 @@ def crossing(points: ForecastPoints, budget: BudgetLine, spent: float, now_ms: i
 
 
 # -- the price book -----------------------------------------------------------------------------
+CPU_EXAMPLE = "CPU node{s} priced at the example ${price:,.4g}/node-hour — set cost.cpu_dollars_per_node_hour"
+GPU_EXAMPLE = "GPUs priced at the example placeholder ${price:,.4g}/GPU-hour (gpu_model '*') — set cost.gpu_prices"
+
+
+def example_price_notes(cost: CostSettings, *, cpu_nodes: int, gpus: bool) -> list[str]:
+    """What is priced with a default the user did not set: the example CPU node-hour price
+    (when ``cpu_nodes`` nodes run engines on CPUs only) and the '*' GPU placeholder."""
+    notes: list[str] = []
+    if cpu_nodes and "cpu_dollars_per_node_hour" not in cost.model_fields_set:
+        notes.append(CPU_EXAMPLE.format(s="s" if cpu_nodes > 1 else "", price=cost.cpu_dollars_per_node_hour))
+    placeholder = [p for p in cost.gpu_prices if p.gpu_model == "*"]
+    if gpus and placeholder and "gpu_prices" not in cost.model_fields_set:
+        notes.append(GPU_EXAMPLE.format(price=placeholder[-1].dollars_per_gpu_hour))
+    return notes
+
+
 def _day(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M")
 
@@ -230,6 +260,7 @@ def price_rows(cost: CostSettings, now_ms: int) -> dict[str, list[list[str]]]:
 
 
 __all__ = [
-    "spend_breakdown", "spend_total", "spend_budget", "unit_budget", "period_spend", "PeriodSpend", "forecast_id",
-    "latest_forecast", "forecast_band", "cumulative_path", "crossing", "price_rows", "period_end_ms", "DIMENSIONS",
+    "spend_breakdown", "hourly_spend", "spend_total", "spend_so_far", "spend_budget", "unit_budget", "period_spend",
+    "PeriodSpend", "forecast_id", "example_price_notes", "latest_forecast", "forecast_band", "cumulative_path",
+    "crossing", "price_rows", "period_end_ms", "DIMENSIONS",
 ]  # fmt: skip

@@ -31,6 +31,8 @@ Namer = Callable[[Labels], str]
 MODEL_SOURCES = ("inference_generation_tokens_total", "inference_requests_total", "gpu_generation_tokens_per_second")
 NODE_GPU_SOURCE = "gpu_utilization_ratio"
 NODE_INFERENCE_SOURCE = "inference_requests_total"
+TARGET_GPU_INFO = "infermeter_target_gpu_info"  # which GPUs (or "cpu") an engine target runs on
+NCCL_TIMEOUT_EVENTS = "nccl_timeout_event_timestamp_seconds"  # value: when the collector read the timeout
 
 
 def _strings(value: object) -> tuple[str, ...]:
@@ -114,6 +116,26 @@ class SeriesQueries:
         found = {key.get("host") for key in self.keys(NODE_GPU_SOURCE)}
         found |= {self.node_of(key.get("instance")) for key in self.keys(NODE_INFERENCE_SOURCE) if key.get("instance")}
         return sorted(n for n in found if n)
+
+    def earliest_sample(self, now_ms: int, horizon_ms: int, metric: str = "up") -> int | None:
+        """The first minute within ``horizon_ms`` before now with a sample of ``metric`` (every
+        scraped or local target writes ``up``): a count per minute over the few ``up`` series,
+        read from the 1 min rollups. None when there is no such series; ``now - horizon`` (or
+        earlier) when the data is older than the horizon."""
+        selector = Selector(metric)
+        if not self.reader.select(selector):
+            return None
+        found = self.reader.range(RangeQuery(selector, now_ms - horizon_ms, now_ms, 60_000, "count", (), "sum"))
+        if not found:
+            return None
+        seen = np.flatnonzero(np.nan_to_num(found[0].values) > 0)
+        return int(found[0].ts_ms[seen[0]]) if len(seen) else None
+
+    def cpu_nodes(self) -> list[str]:
+        """Nodes whose engines run on CPUs only (``infermeter_target_gpu_info{gpu="cpu"}``, e.g.
+        the embedded worker without a GPU): what the cost ledger prices per CPU node-hour."""
+        info = self.keys(TARGET_GPU_INFO, [Matcher("gpu", "=", "cpu")])
+        return sorted({self.node_of(key.get("target_instance")) for key in info if key.get("target_instance")})
 
     # -- filters as matchers -----------------------------------------------------------------
     def inference_matchers(self, metric: str, filters: Filters) -> tuple[Matcher, ...] | None:
@@ -225,6 +247,20 @@ class SeriesQueries:
                                   dict(zip(by, key))))
         return lines
 
+    # -- NCCL --------------------------------------------------------------------------------
+    def nccl_timeout_events(self, matchers: Sequence[Matcher] | None, view: View) -> list[tuple[Labels, int]]:
+        """Every NCCL watchdog timeout read in the view's range: its series' labels and the time
+        the collector read it (the series' value), newest first. One stepped ``max`` read: the
+        value is the same in every sample, so the step does not blur the time."""
+        out = []
+        for line in self.range(NCCL_TIMEOUT_EVENTS, matchers, view, fn="max"):
+            finite = line.values[np.isfinite(line.values)]
+            if len(finite):
+                at_ms = int(round(float(finite.max()) * 1000))
+                if view.start_ms <= at_ms <= view.now_ms:
+                    out.append((line.labels, at_ms))
+        return sorted(out, key=lambda event: -event[1])
+
     # -- instant values ----------------------------------------------------------------------
     def instant(self, expr: str, at_ms: int) -> list[tuple[Labels, float]]:
         """An expression of the rule language at ``at_ms``: [(labels, value)]."""
@@ -257,4 +293,4 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
-__all__ = ["Filters", "View", "SeriesQueries", "gpu_name", "one_of", "selector_text"]
+__all__ = ["Filters", "View", "SeriesQueries", "gpu_name", "one_of", "selector_text", "NCCL_TIMEOUT_EVENTS"]

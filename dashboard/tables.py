@@ -98,8 +98,9 @@ def problems_table(rows: Sequence[dict[str, Any]], *, empty_text: str) -> html.D
     return table(["rule", "error", "last evaluation (UTC)"], out, empty_text=empty_text)
 
 
-def prices_tables(book: dict[str, list[list[str]]], currency: str) -> html.Div:
-    """The price book's sections, each entry with the date it takes effect and its status."""
+def prices_tables(book: dict[str, list[list[str]]], currency: str, notes: Sequence[str] = ()) -> html.Div:
+    """The price book's sections, each entry with the date it takes effect and its status;
+    ``notes`` (prices that are examples, not the user's) first, highlighted."""
     sections = [
         ("GPU prices", ["GPU model", "purchase class", f"{currency}/GPU-hour", "from (UTC)", "status"], book.get("gpu", []), 4),
         ("Electricity", ["price", "from (UTC)", "status"], book.get("electricity", []), 2),
@@ -107,7 +108,11 @@ def prices_tables(book: dict[str, list[list[str]]], currency: str) -> html.Div:
         ("Nodes", ["host (regex)", "purchase class", "model served"], book.get("nodes", []), None),
         ("Budgets", ["scope", "model", "per 1M tokens", "per period", "period"], book.get("budgets", []), None),
     ]
-    children: list[Any] = []
+    children: list[Any] = [
+        html.P(text, className="price-example", style={"background": "#fff4e0", "border": "1px solid #f0c36d",
+                                                       "borderRadius": "4px", "padding": "6px 8px", "margin": "4px 0"})
+        for text in notes
+    ]
     for title, header, rows, status_col in sections:
         shown = [[badge(c) if i == status_col else c for i, c in enumerate(row)] for row in rows]
         hint = "none configured (cost.nodes)" if title == "Nodes" else "none configured (cost.budgets)" if title == "Budgets" else "none"

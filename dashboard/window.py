@@ -52,6 +52,15 @@ def parse_range(value: object, default_ms: int) -> int:
     return min(max(ms, RANGES_MS[0]), RANGES_MS[-1])
 
 
+def fitted_range(default_ms: int, age_ms: int | None) -> int:
+    """The range to show first: the smallest preset that covers data ``age_ms`` old (15 min at
+    least), never more than ``default_ms``; ``default_ms`` when the age is unknown."""
+    if age_ms is None:
+        return default_ms
+    fits = next((r for r in RANGES_MS if r >= age_ms), RANGES_MS[-1])
+    return min(default_ms, fits)
+
+
 @dataclass(frozen=True)
 class Window:
     """Buckets ``[t, t + step)`` from ``start_ms`` (a multiple of the step) through ``end_ms``."""
@@ -94,4 +103,4 @@ def plan(
     return Window(start, now_ms, step)
 
 
-__all__ = ["Window", "plan", "parse_range", "range_options", "RANGES_MS", "NICE_STEPS_MS", "HOUR_MS", "DAY_MS", "MINUTE_MS"]
+__all__ = ["Window", "plan", "parse_range", "fitted_range", "range_options", "RANGES_MS", "NICE_STEPS_MS", "HOUR_MS", "DAY_MS", "MINUTE_MS"]

@@ -55,6 +55,18 @@ def cmd_db_upgrade(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+# Libraries that log one INFO line per HTTP request (the baseline load, the worker's health
+# checks, scrapes that go through httpx): quiet below DEBUG, or they drown the service's own log.
+REQUEST_LOGGERS = ("httpx", "httpcore")
+
+
+def configure_logging(level: str) -> None:
+    """The service's log format at ``level``; per-request client lines only at DEBUG."""
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for name in REQUEST_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET if level.upper() == "DEBUG" else logging.WARNING)
+
+
 def cmd_up(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import uvicorn
 
@@ -65,9 +77,7 @@ def cmd_up(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if settings is None:
         print("refusing to start: the config is invalid", file=err)
         return EXIT_INVALID
-    logging.basicConfig(
-        level=settings.logging.level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.logging.level)
     runtime = build_runtime(settings, config_path=args.config)
     app = create_app(runtime)
     host = args.host or settings.server.host

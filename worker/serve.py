@@ -44,6 +44,8 @@ def serve(config: WorkerConfig, *, out: TextIO, err: TextIO, log_level: str = "i
             self._captured_signals.clear()
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for name in ("httpx", "httpcore"):  # one INFO line per HTTP request: only at debug
+        logging.getLogger(name).setLevel(logging.NOTSET if log_level.lower() == "debug" else logging.WARNING)
     uv = uvicorn.Config(
         app, host=config.host, port=config.port, log_level=log_level.lower(), access_log=False,
         timeout_graceful_shutdown=max(1, config.drain_ms // 1000 + 1), lifespan="on",

@@ -118,13 +118,18 @@ def points_per_trace(figure: Figure) -> int:
 
 
 def note(figure: Figure, text: str) -> Figure:
-    """A one-line remark at the top left (e.g. "no forecast yet: ...") over a drawn figure."""
+    """A remark at the top left (e.g. "no forecast yet: ...") over a drawn figure; a second
+    remark goes above the first (the top margin grows to hold them all)."""
     layout = figure["layout"]
+    wrapped = _wrap(text, 110)
+    below = int(layout["meta"].get("note_lines", 0))  # lines of the notes already there
     layout.setdefault("annotations", []).append(
-        {"text": _wrap(text, 110), "showarrow": False, "xref": "paper", "yref": "paper", "x": 0, "y": 1.0,
+        {"text": wrapped, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0, "y": 1.0, "yshift": 14 * below,
          "xanchor": "left", "yanchor": "bottom", "font": {"size": 11, "color": MUTED}, "align": "left"}
     )
-    layout["margin"]["t"] = max(layout["margin"]["t"], 28 + 14 * text.count("<br>"))
+    lines = below + 1 + wrapped.count("<br>")
+    layout["meta"]["note_lines"] = lines
+    layout["margin"]["t"] = max(layout["margin"]["t"], 14 + 14 * lines)
     layout["meta"].setdefault("notes", []).append(text)
     return figure
 

@@ -56,7 +56,8 @@ def _trace(line: Line, i: int, kind: Kind, scale: float, dashed: bool, show_lege
     if kind == "bars":
         trace["marker"] = {"color": colour(i)}
     else:
-        trace["mode"] = "lines"
+        # a lone point (one hour of spend, the hour in progress) draws nothing as a line
+        trace["mode"] = "lines+markers" if int(np.isfinite(line.values).sum()) == 1 else "lines"
         if sparse(line.values):
             trace["connectgaps"] = True
         trace["line"] = {"width": 1.5, "color": colour(i), **({"dash": "dash"} if dashed else {})}

@@ -30,8 +30,8 @@ GPU_HINT = ("no GPU series in this range: enable local GPUs with gpu.nvml: auto 
             "target under scrape.targets")
 INFERENCE_HINT = ("no inference-server series in this range: add the /metrics of your vLLM, SGLang, TGI or Triton "
                   "servers (or the reference worker) under scrape.targets")
-LEDGER_HINT = ("no cost ledger rows in this range: the ledger prices every minute from the GPU series "
-               "(gpu.nvml or dcgm-exporter) with the prices under cost.gpu_prices")
+LEDGER_HINT = ("no cost ledger rows in this range: the ledger prices every minute the GPU series "
+               "(gpu.nvml or dcgm-exporter) with cost.gpu_prices, CPU nodes with cost.cpu_dollars_per_node_hour")
 LIVE_COST_HINT = ("no cost series yet: the cost ledger writes them each minute once GPU series and generated tokens "
                   "are collected (scrape.targets, gpu.nvml)")
 BUDGET_HINT = "no spend budget: add one under cost.budgets (scope, spend_per_period, period)"

@@ -9,13 +9,13 @@ from dash import Dash, html
 
 from dashboard import cost_reads
 from dashboard.figures.breakdown import spend_bars_figure
-from dashboard.figures.common import Figure, note
+from dashboard.figures.common import Figure, note, state_of
 from dashboard.figures.series import add_thresholds, forecast_figure, lines_figure
 from dashboard.model import Line
 from dashboard.pages import overview
 from dashboard.pages.common import FORECAST_HINT, LEDGER_HINT, LIVE_COST_HINT, Page, hint
 from dashboard.panel import Panel, PanelContext, graph_panel, graph_panels, table_panel
-from dashboard.queries import View, one_of
+from dashboard.queries import NODE_GPU_SOURCE, View, one_of
 from dashboard.tables import prices_tables
 from store.series_index import Matcher
 
@@ -32,6 +32,12 @@ DIMENSION_OF = {BY_MODEL.id: "model", BY_NODE.id: "node", BY_GPU.id: "gpu_model"
 TENANT_HINT = " (tenants appear where the inference servers' token series carry a tenant label)"
 
 
+def price_notes(ctx: PanelContext) -> list[str]:
+    """Which prices in use are examples the user has not set (CPU node-hour, '*' GPU placeholder)."""
+    q = ctx.queries
+    return cost_reads.example_price_notes(ctx.sources.cost, cpu_nodes=len(q.cpu_nodes()), gpus=q.exists(NODE_GPU_SOURCE))
+
+
 def breakdown(ctx: PanelContext, view: View) -> Sequence[Figure]:
     panels = (BY_MODEL, BY_NODE, BY_GPU, BY_TENANT)
     found = cost_reads.spend_breakdown(ctx.sources, view.start_ms, view.now_ms, view.filters)
@@ -41,6 +47,9 @@ def breakdown(ctx: PanelContext, view: View) -> Sequence[Figure]:
     for panel in panels:
         extra = TENANT_HINT if panel is BY_TENANT else ""
         out.append(spend_bars_figure(found[DIMENSION_OF[panel.id]], empty_text=hint(view, LEDGER_HINT) + extra))
+    if state_of(out[0]) == "data":  # the page's first panel says when its dollars come from example prices
+        for text in price_notes(ctx):
+            note(out[0], text)
     return out
 
 
@@ -85,7 +94,8 @@ def per_token(ctx: PanelContext, view: View) -> Figure:
 
 
 def prices(ctx: PanelContext, view: View) -> html.Div:
-    return prices_tables(cost_reads.price_rows(ctx.sources.cost, view.now_ms), ctx.sources.cost.currency)
+    cost = ctx.sources.cost
+    return prices_tables(cost_reads.price_rows(cost, view.now_ms), cost.currency, price_notes(ctx))
 
 
 def register(app: Dash, ctx: PanelContext) -> None:

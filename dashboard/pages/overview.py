@@ -8,7 +8,7 @@ from dash import Dash, html
 
 from cost.ledger import HOUR_MS, period_start_ms
 from dashboard import alert_reads, cost_reads
-from dashboard.figures.common import Figure
+from dashboard.figures.common import Figure, note
 from dashboard.figures.kpi import kpi_figure
 from dashboard.figures.series import budget_figure, forecast_figure, lines_figure
 from dashboard.model import Kpi, Line
@@ -30,6 +30,7 @@ from dashboard.tables import alerts_table, message
 from store.series_index import Matcher
 
 KPIS = Panel("overview-kpis", "Now", wide=True, height=260)
+HOURLY, IN_PROGRESS = "spend $/h", "this hour so far ($)"
 SPEND = Panel("overview-spend", "Spend per hour, with the 72 h forecast and its 80 / 95 % bands")
 BUDGET = Panel("overview-budget", "Spend this budget period vs budget, with the forecast")
 TOKENS = Panel("overview-tokens", "Generated tokens per second")
@@ -52,7 +53,7 @@ def kpis(ctx: PanelContext, view: View) -> Figure:
     items = [Kpi("Cost per 1M tokens" + (f" ({view.filters.models[0]})" if len(view.filters.models) == 1 else ""), per_m,
                  prefix="$", reference=unit.cost_per_million_tokens if unit else None, hint=LIVE_COST_HINT)]
     for title, period in (("Spend today", "day"), ("Spend this month", "month")):
-        spent = cost_reads.spend_total(src, period_start_ms(now, period), now + HOUR_MS, view.filters)
+        spent = cost_reads.spend_so_far(src, view.filters, now, period)
         budget = cost_reads.spend_budget(src.cost, view.filters, period)
         items.append(Kpi(title, spent, prefix="$", digits=4, reference=budget.spend_per_period if budget else None,
                          reference_label=f"{period}ly budget".replace("dayly", "daily"), as_share=True,
@@ -77,22 +78,29 @@ def kpis(ctx: PanelContext, view: View) -> Figure:
 
 
 def spend(ctx: PanelContext, view: View) -> Figure:
-    src = ctx.sources
-    if src.ledger is None:
-        return forecast_figure([], None, empty_text=LEDGER_HINT, no_forecast_text=FORECAST_HINT)
+    """Closed hours as $/h; the hour in progress as what it has cost so far (as "Spend today"
+    counts it), and today's total in a note, so the two always agree."""
+    src, now = ctx.sources, view.now_ms
     start = view.start_ms - view.start_ms % HOUR_MS
-    models: list[str | None] = list(view.filters.models) or [None]
-    hourly: dict[int, float] = {}
-    for model in models:
-        for hour, dollars in src.ledger.hourly_series(start, view.now_ms, model)["spend"].items():
-            if hour + HOUR_MS <= view.now_ms:  # the hour in progress is not a rate yet
-                hourly[hour] = hourly.get(hour, 0.0) + dollars
-    hours = sorted(hourly)
-    history = [Line("spend $/h", np.asarray(hours, np.int64), np.asarray([hourly[h] for h in hours]))] if hours else []
+    today = period_start_ms(now, "day")
+    current = now - now % HOUR_MS
+    hourly = cost_reads.hourly_spend(src, min(start, today), current + HOUR_MS, view.filters)
+    if hourly is None:
+        return forecast_figure([], None, empty_text=LEDGER_HINT, no_forecast_text=FORECAST_HINT)
+    closed = sorted(h for h in hourly if start <= h < current)
+    history = [Line(HOURLY, np.asarray(closed, np.int64), np.asarray([hourly[h] for h in closed]))] if closed else []
+    if current in hourly:
+        history.append(Line(IN_PROGRESS, np.asarray([current], np.int64), np.asarray([hourly[current]])))
     points, why = cost_reads.latest_forecast(src, "spend", view.filters)
-    band = cost_reads.forecast_band(points, view.now_ms) if points is not None else None
-    return forecast_figure(history, band, empty_text=hint(view, LEDGER_HINT), no_forecast_text=why or FORECAST_HINT,
-                           y_title="$ per hour", y_format="$,.2f")
+    band = cost_reads.forecast_band(points, now) if points is not None else None
+    figure = forecast_figure(history, band, empty_text=hint(view, LEDGER_HINT), no_forecast_text=why or FORECAST_HINT,
+                             y_title="$ per hour", y_format="$,.2f")
+    if history:
+        if band is None:  # the hours of the range, whole, so one lone hour is not stretched over the axis
+            figure["layout"]["xaxis"]["range"] = [start - HOUR_MS // 2, current + HOUR_MS // 2]
+        spent = sum(v for h, v in hourly.items() if h >= today)
+        note(figure, f"spend today ${spent:,.4g}, ${hourly.get(current, 0.0):,.4g} of it in the hour in progress")
+    return figure
 
 
 def budget(ctx: PanelContext, view: View) -> Figure:

@@ -6,11 +6,13 @@ the last XID and ECC counters; optionally ``gpu_generation_tokens_per_second`` (
 cost ledger derives it). Per node: one vLLM-shaped inference target serving one model
 (requests by outcome, prompt / generated tokens, running / waiting, KV cache, TTFT,
 inter-token and end-to-end histograms, HTTP 5xx) and NCCL series (Inspector bus bandwidth by
-operation and message size, nccl-tests on node 0, watchdog timeouts, warnings).
+operation and message size, two nccl-tests runs -- node 0 alone and, with two nodes or more,
+nodes 0 and 1 together -- watchdog timeouts with their event series, warnings).
 
 Planted events, relative to the end of the data: GPU 1 of node 0 reports XID 79 20 min
 before the end (and XID 48 on GPU 2 of node 0, 6 min before the end); GPU 2 of node 1 an
-uncorrectable ECC error 5 min before; node 0's NCCL rank 3 times out 8 min before; GPU 3 of
+uncorrectable ECC error 5 min before; node 0's NCCL rank 3 times out 8 min before (an
+``nccl_timeout_event_timestamp_seconds`` series from then on, naming rank 5 as lagging); GPU 3 of
 node 0 serves a third fewer tokens (a throughput outlier); GPU 0 of node 1 runs hot (89 °C).
 """
 
@@ -89,7 +91,7 @@ class SyntheticFleet:
         s = self.shape
         for node, gpu in self.gpus():
             base = {"host": host_of(node), "gpu": str(gpu), "uuid": f"GPU-{node:04d}-{gpu:04d}",
-                    "model_name": "NVIDIA H100 80GB HBM3", "job": "dcgm", "instance": f"{host_of(node)}:9400"}
+                    "gpu_model": "NVIDIA H100 80GB HBM3", "job": "dcgm", "instance": f"{host_of(node)}:9400"}
             self._add("util", "gpu_utilization_ratio", **base)
             self._add("mem_used", "gpu_memory_used_bytes", **base)
             self._add("mem_free", "gpu_memory_free_bytes", **base)
@@ -124,9 +126,14 @@ class SyntheticFleet:
                                   size_bytes=str(size), rank=str(node * s.gpus_per_node))
                 self._add("timeouts", "nccl_timeouts_total", **base, op="ALLREDUCE", rank=str(node * s.gpus_per_node + 3))
                 self._add("warnings", "nccl_warnings_total", **base, source="transport/net_ib.cc")
-            for size in (1 << 20, 16 << 20, 256 << 20):
-                self._add("tests_busbw", "nccl_tests_bus_bandwidth_bytes_per_second", job="nccl",
-                          instance=f"{host_of(0)}:nccl", op="all_reduce_perf", size_bytes=str(size), inplace="false")
+            self._add("timeout_event", "nccl_timeout_event_timestamp_seconds", job="nccl", instance=f"{host_of(0)}:nccl",
+                      op="ALLREDUCE", rank="3", seq="73104", timeout_ms="600000", ran_for_ms="600031", lagging_ranks="5")
+            for nodes in range(1, min(2, s.nodes) + 1):
+                run = {"run": f"all_reduce_perf_{nodes}node", "host": host_of(0), "nodes": str(nodes),
+                       "nranks": str(nodes * s.gpus_per_node)}
+                for size in (1 << 20, 16 << 20, 256 << 20):
+                    self._add("tests_busbw", "nccl_tests_bus_bandwidth_bytes_per_second", job="nccl",
+                              instance=f"{host_of(0)}:nccl", op="all_reduce", size_bytes=str(size), inplace="false", **run)
 
     # -- values ------------------------------------------------------------------------------
     def batches(self, points_per_batch: int = 240) -> Iterator[SampleBatch]:
@@ -267,9 +274,14 @@ class _State:
         out[ids] = np.round(bw[:, None] * (1 + self.rng.normal(0, 0.03, (len(ids), k))), -6)
         tids = self.idx["tests_busbw"]
         tsizes = np.asarray([float(self.fleet.keys[i].get("size_bytes")) for i in tids])
-        out[tids] = np.round((170e9 * tsizes / (tsizes + 20e6))[:, None] * np.ones((1, k)), -6)
+        tpeak = np.asarray([170e9 if self.fleet.keys[i].get("nodes") == "1" else 130e9 for i in tids])
+        out[tids] = np.round((tpeak * tsizes / (tsizes + 20e6))[:, None] * np.ones((1, k)), -6)
         timeouts = self.idx["timeouts"]
         out[timeouts] = np.where(np.arange(len(timeouts))[:, None] == 0, (ts >= end - 8 * MINUTE_MS).astype(float), 0.0)
+        # The event series exists from the first scrape that read the timeout on; its value is that time.
+        grid = self.s.scrape_ms
+        read_at = self.fleet.start_ms - (-(end - 8 * MINUTE_MS - self.fleet.start_ms) // grid) * grid
+        out[self.idx["timeout_event"]] = np.where(ts >= read_at, read_at / 1000, np.nan)
         warnings = self.idx["warnings"]
         out[warnings] = self.counters[warnings][:, None] + np.cumsum(self.rng.random((len(warnings), k)) < 0.004, axis=1)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import cast
 from decimal import Decimal
+from typing import cast
 
 _ACTION = re.compile(r"\{\{-?\s*(.*?)\s*-?\}\}", re.S)
 _VAR = re.compile(r"^\$(labels\.([a-zA-Z_][a-zA-Z0-9_]*)|value|labels)$")

@@ -38,9 +38,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy store infermeter collector alerts cost forecast reports dashboard worker
 
+# Every benchmark in turn (python -m benchmarks.run_all), then all their target lines;
+# QUICK=1 passes --quick (a few minutes), BENCH_ARGS more (e.g. --only parse_bench,store_bench).
 bench: $(STAMP)
 	scripts/ensure-postgres.sh
-	$(BIN)/python benchmarks/store_bench.py
+	$(BIN)/python -m benchmarks.run_all $(if $(filter-out 0,$(QUICK)),--quick) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache

@@ -1,1 +1,3 @@
-"""Benchmarks: runnable scripts (``.venv/bin/python benchmarks/<name>.py``), not tests."""
+"""Benchmarks: scripts that print figures against a named peer, not tests. Run each as a module
+from the repository root, ``.venv/bin/python -m benchmarks.<name> [--quick]``, or all of them with
+``make bench`` (:mod:`benchmarks.run_all`)."""

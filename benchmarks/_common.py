@@ -1,4 +1,4 @@
-"""Shared helpers for the benchmarks: synthetic GPU-fleet data, timing, report lines and the
+"""Shared helpers for the benchmarks: synthetic GPU-fleet data, timing, target lines and the
 external systems a benchmark compares against (PostgreSQL scratch databases, VictoriaMetrics).
 
 Nothing here imports the project beyond :mod:`store` value types, so a benchmark can use it
@@ -7,9 +7,12 @@ without pulling in the service.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
+import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -151,27 +154,122 @@ def timed(fn: Callable[[], T]) -> tuple[float, T]:
     return time.perf_counter() - start, result
 
 
+def run_times(fn: Callable[[], object], repeats: int) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``fn``."""
+    return [timed(fn)[0] for _ in range(repeats)]
+
+
 def median_time(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        elapsed, _ = timed(fn)
-        times.append(elapsed)
-    return statistics.median(times)
+    return statistics.median(run_times(fn, repeats))
+
+
+def fmt_figure(value: float) -> str:
+    """A measured figure with as many decimals as its size deserves (0.72, 11.3, 779)."""
+    if not math.isfinite(value):
+        return str(value)
+    size = abs(value)
+    if size >= 100:
+        return f"{value:.0f}"
+    if size >= 10:
+        return f"{value:.1f}"
+    if size >= 0.1 or size == 0:
+        return f"{value:.2f}"
+    return f"{value:.2g}"
+
+
+def spread(runs: Sequence[float]) -> str:
+    """``median 0.72 (0.69..0.75 over 3 runs)`` for a figure measured several times."""
+    if len(runs) == 1:
+        return f"{fmt_figure(runs[0])} (1 run)"
+    return (
+        f"median {fmt_figure(statistics.median(runs))} "
+        f"({fmt_figure(min(runs))}..{fmt_figure(max(runs))} over {len(runs)} runs)"
+    )
+
+
+# Every benchmark ends with one such line per target; ``make bench`` collects them.
+TARGET_LINE = re.compile(
+    r"^target (?P<name>[^:\n]+): (?P<measured>.+?) \(goal (?P<goal>[^)\n]+)\) "
+    r"(?P<verdict>PASS|SHORT|SKIP)(?: \((?P<why>[^\n]*)\))?$"
+)
+
+
+def goal_text(goal: float, higher_is_better: bool) -> str:
+    return f"{'>=' if higher_is_better else '<='} {goal:g}"
 
 
 @dataclass(frozen=True)
 class Target:
+    """A target and what was measured for it: ``measured`` is the median of ``runs`` runs
+    (``low``..``high`` their range); the target is met when the median meets the goal.
+
+    Build it with :meth:`median_of` from every run's figure; a figure that is the same on
+    every run (bytes on disk, a model's accuracy on fixed data) is one run."""
+
     name: str
     measured: float
     goal: float
     higher_is_better: bool
+    low: float | None = None
+    high: float | None = None
+    runs: int = 1
+
+    @classmethod
+    def median_of(cls, name: str, runs: Sequence[float], goal: float, higher_is_better: bool) -> Target:
+        if not runs:
+            raise ValueError(f"target {name}: no runs")
+        return cls(name, statistics.median(runs), goal, higher_is_better, min(runs), max(runs), len(runs))
+
+    @property
+    def met(self) -> bool:
+        if self.higher_is_better:
+            return self.measured >= self.goal
+        return self.measured <= self.goal
 
     def line(self) -> str:
-        ok = self.measured >= self.goal if self.higher_is_better else self.measured <= self.goal
-        sign = ">=" if self.higher_is_better else "<="
-        return (
-            f"target {self.name}: {self.measured:.2f} (goal {sign} {self.goal:g}) {'PASS' if ok else 'SHORT'}"
-        )
+        """``target <name>: <median> [<low>..<high>, median of <n>] (goal <op> <goal>) PASS|SHORT``."""
+        if ":" in self.name or "\n" in self.name:
+            raise ValueError(f"a target name holds no colon or newline: {self.name!r}")
+        measured = fmt_figure(self.measured)
+        if self.runs > 1 and self.low is not None and self.high is not None:
+            measured += f" [{fmt_figure(self.low)}..{fmt_figure(self.high)}, median of {self.runs}]"
+        verdict = "PASS" if self.met else "SHORT"
+        return f"target {self.name}: {measured} (goal {goal_text(self.goal, self.higher_is_better)}) {verdict}"
+
+
+def skipped(name: str, goal: float, higher_is_better: bool, why: str) -> str:
+    """The line of a target that could not be measured (its peer is not installed, ...)."""
+    return f"target {name}: n/a (goal {goal_text(goal, higher_is_better)}) SKIP ({why})"
+
+
+def bench_parser(module: str, doc: str | None, quick_help: str, whole_doc: bool = False) -> argparse.ArgumentParser:
+    """The argument parser every benchmark starts from: ``prog`` is its ``-m`` command, the
+    description its docstring (the first paragraph unless ``whole_doc``), and ``--quick``."""
+    description = doc if whole_doc or not doc else doc.split("\n\n")[0]
+    parser = argparse.ArgumentParser(
+        prog=f"python -m {module}",
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    return parser
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def add_repeats(parser: argparse.ArgumentParser, default: int = 3, what: str = "headline figure") -> None:
+    parser.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=default,
+        metavar="N",
+        help=f"runs per {what}; the median decides the target, the range is printed (default {default})",
+    )
 
 
 def rate(samples: int, seconds: float) -> str:

@@ -19,41 +19,47 @@ cost ledger priced for every hour, the live cost series written every ``--live-e
 minutes, and the default alert pack evaluated; then the service is started on that database
 (two phases: nothing in the background races the seeding).
 
-    .venv/bin/python benchmarks/dashboard_bench.py [--days 7] [--gpus 64] [--repeats 10] [--range 7d]
+Run from the repository root:
 
-Ends with one ``target <name>: <measured> (goal <goal>) PASS|SHORT`` line per target.
+    .venv/bin/python -m benchmarks.dashboard_bench [--quick] [--days 7] [--gpus 64] [--repeats 10] [--range 7d]
+
+``--quick``: 16 GPUs x 1 day, range 1d, 3 runs per callback, 1 navigation per page. Already
+repeated, so no median of three here: callback times are a p95 over ``--repeats`` runs,
+navigation a median over ``--navigations``. Without chromium the browser targets print SKIP.
+Ends with one ``target <name>: <measured> (goal <goal>) PASS|SHORT|SKIP`` line per target.
 """
 
 from __future__ import annotations
 
-import argparse
+import sys
+
+if not __package__:  # run as a file: the benchmarks package is not importable that way
+    sys.exit("run benchmarks as modules, from the repository root: .venv/bin/python -m benchmarks.dashboard_bench")
+
 import gzip
 import json
 import statistics
-import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
+from selenium.webdriver.common.by import By
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from selenium.webdriver.common.by import By  # noqa: E402
-
-from benchmarks._common import Target, section  # noqa: E402
-from dashboard.pages import PAGES  # noqa: E402
-from dashboard.settings import duration_ms  # noqa: E402
-from store import ManualClock  # noqa: E402
-from tests.dashboard.browser import available, choose, chrome  # noqa: E402
-from tests.dashboard.callbacks import calls, figure_facts  # noqa: E402
-from tests.dashboard.fakes import FakeForecasts, flat_forecast  # noqa: E402
-from tests.dashboard.service import make_settings, seed, serve_dashboard  # noqa: E402
-from tests.dashboard.synthetic import FleetShape  # noqa: E402
+from benchmarks._common import Target, bench_parser, section, skipped
+from dashboard.pages import PAGES
+from dashboard.settings import duration_ms
+from store import ManualClock
+from tests.dashboard.browser import available, choose, chrome
+from tests.dashboard.callbacks import calls, figure_facts
+from tests.dashboard.fakes import FakeForecasts, flat_forecast
+from tests.dashboard.service import make_settings, seed, serve_dashboard
+from tests.dashboard.synthetic import FleetShape
 
 END_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z
 CALLBACK_GOAL_MS = 200.0
@@ -200,15 +206,22 @@ def bench_browser(base: str, range_label: str, navigations: int) -> dict[str, Pa
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--days", type=float, default=7.0)
-    parser.add_argument("--gpus", type=int, default=64, help="a multiple of 8 (8 GPUs a node)")
-    parser.add_argument("--range", default="7d", help="the dashboard's time range for the measurements")
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--navigations", type=int, default=3)
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = bench_parser(
+        __spec__.name, __doc__, "16 GPUs x 1 day, range 1d, 3 runs a callback, 1 navigation a page", whole_doc=True
+    )
+    parser.add_argument("--days", type=float, help="days of 15 s data (default 7, quick 1)")
+    parser.add_argument("--gpus", type=int, help="a multiple of 8 (8 GPUs a node; default 64, quick 16)")
+    parser.add_argument("--range", help="the dashboard's time range for the measurements (default 7d, quick 1d)")
+    parser.add_argument("--repeats", type=int, help="runs of every callback after a cold one (default 10, quick 3)")
+    parser.add_argument("--navigations", type=int, help="warm navigations to every page (default 3, quick 1)")
     parser.add_argument("--live-every", type=int, default=60, help="minutes between live cost series points")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    for name, full, quick in (
+        ("days", 7.0, 1.0), ("gpus", 64, 16), ("range", "7d", "1d"), ("repeats", 10, 3), ("navigations", 3, 1)
+    ):
+        if getattr(args, name) is None:
+            setattr(args, name, quick if args.quick else full)
     range_ms = duration_ms(args.range)
     nodes = max(1, args.gpus // 8)
 
@@ -240,7 +253,7 @@ def main() -> None:
                 section(f"2-3. headless Chromium, range {args.range}: navigation to all graphs drawn, bytes per page")
                 loads = bench_browser(base, f"last {args.range}", args.navigations)
             else:
-                print("chromium / chromedriver not found: browser figures skipped")
+                print("chromium / chromedriver not installed (Debian chromium, chromium-driver): browser figures skipped")
 
         section("per page")
         print(f"{'page':10s} {'callbacks':>9s} {'worst p95 ms':>12s} {'drawn s':>8s} {'first visit s':>13s} "
@@ -279,8 +292,9 @@ def main() -> None:
             print(Target("navigation to all graphs drawn, slowest page, warm cache (s)", drawn, DRAWN_GOAL_S, False).line())
             print(Target("bytes sent per page (gzip), largest page, warm cache (MB)", sent, BYTES_GOAL_MB, False).line())
         else:
-            print(f"target navigation to all graphs drawn (s): n/a (goal <= {DRAWN_GOAL_S:g}) SKIP (no chromium)")
-            print(f"target bytes sent per page (gzip) (MB): n/a (goal <= {BYTES_GOAL_MB:g}) SKIP (no chromium)")
+            why = "chromium / chromedriver not installed"
+            print(skipped("navigation to all graphs drawn, slowest page, warm cache (s)", DRAWN_GOAL_S, False, why))
+            print(skipped("bytes sent per page (gzip), largest page, warm cache (MB)", BYTES_GOAL_MB, False, why))
 
 
 if __name__ == "__main__":

@@ -1,29 +1,37 @@
 """Benchmark: collector.exposition.parse_exposition vs prometheus_client's text parser.
 
-Run: ``.venv/bin/python benchmarks/parse_bench.py``.  Bodies are generated here: a
+Run from the repository root: ``.venv/bin/python -m benchmarks.parse_bench [--quick] [--repeats 3]``
+(about a minute; ``--quick`` fewer scrapes per body).  Bodies are generated here: a
 vLLM-shaped one (~5,000 series, many-bucket histograms, several model_name/engine labels), a
 dcgm-exporter-shaped one (8 GPUs x 40 fields) and a 100,000-line one.  Every timed parse is
 of a fresh scrape of the same target (same series, all values regenerated), so the warm cache
 holds only what the previous scrape left.  Reported, as microseconds per sample and the best
 over the scrapes: ours with a cold cache, ours with a warm cache, prometheus_client (consuming
 every sample), and ours with keep_family dropping half the families.  It checks that ours and
-prometheus_client yield identical (name, labels, value) sets, cold and warm.
+prometheus_client yield identical (name, labels, value) sets, cold and warm.  The whole timing
+is done ``--repeats`` times; each target is the median speedup (warm cache vs prometheus_client),
+printed with its range: ``target parse_speedup_<body>: <median> [<low>..<high>, median of <n>]
+(goal >= 10) PASS|SHORT``.
 """
 
 from __future__ import annotations
 
+import sys
+
+if not __package__:  # run as a file: the benchmarks package is not importable that way
+    sys.exit("run benchmarks as modules, from the repository root: .venv/bin/python -m benchmarks.parse_bench")
+
 import math
 import random
-import sys
+import statistics
 import time
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from prometheus_client.parser import text_string_to_metric_families
 
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-
-from collector.exposition import SeriesCache, parse_exposition  # noqa: E402
+from benchmarks._common import Target, add_repeats, bench_parser, spread
+from collector.exposition import SeriesCache, parse_exposition
 
 GOAL = 10.0
 Sample = tuple[str, tuple[tuple[str, str], ...], object]
@@ -146,25 +154,49 @@ def timed(fn: Callable[[str], object], bodies: list[str]) -> float:
     return best
 
 
-def run(label: str, make: Callable[[int], str], scrapes: int) -> float:
-    first, *bodies = [make(seed) for seed in range(scrapes + 1)]
-    n = len(parse_exposition(first, default_ts_ms=0).batch)
+@dataclass(frozen=True)
+class Round:
+    """Best seconds over the bodies of one timing round."""
+
+    cold: float
+    warm: float
+    client: float
+    skip: float
+
+
+def time_round(first: str, bodies: list[str], keep: Callable[[str], bool]) -> Round:
     cold = timed(lambda b: parse_exposition(b, default_ts_ms=0, cache=SeriesCache()), bodies)
     cache = SeriesCache()
     parse_exposition(first, default_ts_ms=0, cache=cache)  # the previous scrape primes the cache
     warm = timed(lambda b: parse_exposition(b, default_ts_ms=0, cache=cache), bodies)
     client = timed(consume_client, bodies)
+    kcache = SeriesCache()
+    parse_exposition(first, default_ts_ms=0, cache=kcache, keep_family=keep)
+    skip = timed(lambda b: parse_exposition(b, default_ts_ms=0, cache=kcache, keep_family=keep), bodies)
+    return Round(cold, warm, client, skip)
+
+
+def run(label: str, make: Callable[[int], str], scrapes: int, repeats: int) -> list[float]:
+    """Speedups (prometheus_client time / ours with a warm cache), one per round."""
+    first, *bodies = [make(seed) for seed in range(scrapes + 1)]
+    n = len(parse_exposition(first, default_ts_ms=0).batch)
+    cache = SeriesCache()
+    parse_exposition(first, default_ts_ms=0, cache=cache)
     if ours_samples(first) != client_samples(first) or ours_samples(bodies[0], cache) != client_samples(bodies[0]):
         raise SystemExit(f"{label}: ours and prometheus_client disagree")
 
     fams = sorted(parse_exposition(first, default_ts_ms=0).families)
     keep = set(fams[::2]).__contains__
-    kcache = SeriesCache()
-    kept = parse_exposition(first, default_ts_ms=0, cache=kcache, keep_family=keep)
-    skip = timed(lambda b: parse_exposition(b, default_ts_ms=0, cache=kcache, keep_family=keep), bodies)
+    kept = parse_exposition(first, default_ts_ms=0, cache=SeriesCache(), keep_family=keep)
+    rounds = [time_round(first, bodies, keep) for _ in range(repeats)]
+
+    def med(field: str) -> float:
+        return statistics.median(float(getattr(r, field)) for r in rounds)
+
+    cold, warm, client, skip = med("cold"), med("warm"), med("client"), med("skip")
     us = 1e6 / n
     print(f"{label}: {n} samples, {len(first.splitlines())} lines, {len(first) / 1e6:.2f} MB, "
-          f"best of {len(bodies)} scrapes each")
+          f"best of {len(bodies)} scrapes each, median of {repeats} rounds")
     print(f"  ours cold cache     {cold * us:8.3f} us/sample  ({cold * 1e3:8.2f} ms)  speedup {client / cold:6.1f}x")
     print(f"  ours warm cache     {warm * us:8.3f} us/sample  ({warm * 1e3:8.2f} ms)  speedup {client / warm:6.1f}x")
     print(f"  prometheus_client   {client * us:8.3f} us/sample  ({client * 1e3:8.2f} ms)")
@@ -172,17 +204,24 @@ def run(label: str, make: Callable[[int], str], scrapes: int) -> float:
           f"{(len(fams) + 1) // 2}/{len(fams)} families kept: {len(kept.batch)} samples kept, "
           f"{kept.skipped_samples} skipped (per-sample figure over all input samples)")
     print("  (name, labels, value) samples identical to prometheus_client: yes")
-    return client / warm
+    speedups = [r.client / r.warm for r in rounds]
+    print(f"  speedup warm vs prometheus_client, round by round: {spread(speedups)}")
+    return speedups
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = bench_parser(__spec__.name, __doc__, "fewer scrapes per body (about 20 s)")
+    add_repeats(parser)
+    args = parser.parse_args(argv)
+    scrapes = {"vllm": 3, "dcgm": 10, "100k_lines": 1} if args.quick else {"vllm": 8, "dcgm": 30, "100k_lines": 2}
     results = {
-        "vllm": run("vllm", vllm_body, 8),
-        "dcgm": run("dcgm", dcgm_body, 30),
-        "100k_lines": run("100k_lines", big_body, 2),
+        "vllm": run("vllm", vllm_body, scrapes["vllm"], args.repeats),
+        "dcgm": run("dcgm", dcgm_body, scrapes["dcgm"], args.repeats),
+        "100k_lines": run("100k_lines", big_body, scrapes["100k_lines"], args.repeats),
     }
-    for body, ratio in results.items():
-        print(f"target parse_speedup_{body}: {ratio:.1f}x (goal >=10x) {'PASS' if ratio >= GOAL else 'SHORT'}")
+    print()
+    for body, speedups in results.items():
+        print(Target.median_of(f"parse_speedup_{body}", speedups, GOAL, True).line())
 
 
 if __name__ == "__main__":

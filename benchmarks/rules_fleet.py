@@ -1,4 +1,4 @@
-"""The synthetic fleet of rules_bench.py: 1,024 GPUs (8 per node, 128 workers, 4 models) with
+"""The synthetic fleet of :mod:`benchmarks.rules_bench`: 1,024 GPUs (8 per node, 128 workers, 4 models) with
 canonical series every 15 s, and planted faults so that most default rules have something to
 fire on. Deterministic for a seed; values are produced a whole time step at a time.
 """

@@ -124,18 +124,20 @@ class Point:
     samples: float
 
 
-def window(
-    ps: psutil.Process, read_samples: Callable[[], float], warmup_s: float, duration_s: float
-) -> tuple[Point, Point]:
+def windows(
+    ps: psutil.Process, read_samples: Callable[[], float], warmup_s: float, duration_s: float, count: int = 1
+) -> list[Point]:
+    """The ``count + 1`` edges of ``count`` back-to-back windows of ``duration_s`` each."""
     # The warmup counts from the first stored sample (Prometheus starts scraping ~5 s after /-/ready).
     deadline = time.monotonic() + 60.0
     while not read_samples() > 0 and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(warmup_s)
-    p0 = Point(time.monotonic(), cpu_s(ps), read_samples())
-    time.sleep(duration_s)
-    p1 = Point(time.monotonic(), cpu_s(ps), read_samples())
-    return p0, p1
+    edges = [Point(time.monotonic(), cpu_s(ps), read_samples())]
+    for _ in range(count):
+        time.sleep(duration_s)
+        edges.append(Point(time.monotonic(), cpu_s(ps), read_samples()))
+    return edges
 
 
 # -- Prometheus ----------------------------------------------------------------------------------

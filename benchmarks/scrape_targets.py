@@ -7,10 +7,15 @@ so every scrape sees new values while serving costs little more than a socket wr
 and histograms grow from one body to the next and reset when the rotation wraps.
 
 Prints one JSON line on stdout, ``{"dcgm": [ports...], "vllm": [ports...]}``, once every port listens.
-Run: ``python benchmarks/scrape_targets.py --targets 100 --series 1000``.
+Run from the repository root: ``.venv/bin/python -m benchmarks.scrape_targets --targets 100 --series 1000``.
 """
 
 from __future__ import annotations
+
+import sys
+
+if not __package__:  # run as a file: benchmarks are run as modules, one way for all
+    sys.exit("run benchmarks as modules, from the repository root: .venv/bin/python -m benchmarks.scrape_targets")
 
 import argparse
 import asyncio
@@ -233,7 +238,9 @@ async def main_async(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m benchmarks.scrape_targets",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--targets", type=int, default=100)
     parser.add_argument("--series", type=int, default=1000, help="series per target")

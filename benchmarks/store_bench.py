@@ -1,8 +1,9 @@
 """Benchmark of the time-series store: ingest, bytes per sample, a dashboard query, service RSS.
 
-Run: ``.venv/bin/python benchmarks/store_bench.py`` (full sizes, about 3 minutes on 2 cores),
-``--quick`` for a smaller run, ``--sections ingest,bytes,dashboard,rss`` for a subset
-(``bytes`` reuses the SQLite file of ``ingest``, so it runs ``ingest`` too).
+Run from the repository root: ``.venv/bin/python -m benchmarks.store_bench`` (full sizes, about
+4 minutes on 2 cores), ``--quick`` for a smaller run, ``--repeats N`` for the runs per headline
+figure (default 3), ``--sections ingest,bytes,dashboard,rss`` for a subset (``bytes`` reuses the
+SQLite file of ``ingest``, so it runs ``ingest`` too).
 
 Everything is measured side by side in one run, on the same synthetic data:
 
@@ -16,8 +17,9 @@ Everything is measured side by side in one run, on the same synthetic data:
    Baselines, timed from prepared rows to commit: sqlite3 ``executemany`` into a plain table
    in one transaction (same PRAGMAs), and psycopg binary ``COPY`` of a prebuilt body into a
    plain table. For scale, also one raw commit per scrape of a blob as large as ours.
-   Ours (one scrape per append) and the raw load alternate twice and the better run of each
-   counts; every timed run starts after ``sync`` so it does not pay for earlier writeback.
+   Ours (one scrape per append) and the raw load alternate ``--repeats`` times; the target is
+   the median of the pairs' ratios (their range is printed); every timed run starts after
+   ``sync`` so it does not pay for earlier writeback.
 2. **bytes** -- the SQLite file of the scrape-shaped run, closed and VACUUMed: chunk payload,
    pages of the chunks table (``dbstat``, row overhead included; the target), rollups and the
    whole file, per sample; VictoriaMetrics (``/api/v1/import`` of the same samples, flushed
@@ -27,42 +29,45 @@ Everything is measured side by side in one run, on the same synthetic data:
    and at 1 h, against (a) reading every chunk row, decoding it and folding to the same steps
    with numpy (values must agree), and (b) VictoriaMetrics ``avg_over_time(m[step])``
    ``query_range`` over the same samples (HTTP round trip with the body read, result cache
-   off). Medians of several runs.
+   off). Ours and the raw decode alternate; the target is the median ratio over the runs
+   (5, or ``--repeats`` if more), with its range.
 4. **rss** -- ``infermeter up`` on a temporary SQLite store: RSS idle after /ready, then after
    5,000,000 samples pushed as Prometheus text (5,000 series per body, explicit millisecond
    timestamps 15 s apart, starting at the wall clock), peak RSS and VmHWM, HTTP ingest rate.
 
 The output ends with one line per target:
-``target <name>: <measured> (goal <op> <goal>) PASS|SHORT|SKIP``. Timings on a shared machine
-are noisy; the load average is printed at the start and the end.
+``target <name>: <median> [<low>..<high>, median of <n>] (goal <op> <goal>) PASS|SHORT|SKIP``.
+Timings on a shared machine are noisy; the load average is printed at the start and the end.
 """
 
 from __future__ import annotations
 
+import sys
+
+if not __package__:  # run as a file: the benchmarks package is not importable that way
+    sys.exit("run benchmarks as modules, from the repository root: .venv/bin/python -m benchmarks.store_bench")
+
 import argparse
+import dataclasses
 import os
 import sqlite3
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from benchmarks._common import postgres_available, scratch_dir  # noqa: E402
-from benchmarks.store_bytes import bench_bytes  # noqa: E402
-from benchmarks.store_common import FULL, QUICK  # noqa: E402
-from benchmarks.store_dashboard import bench_dashboard  # noqa: E402
-from benchmarks.store_ingest import bench_ingest  # noqa: E402
-from benchmarks.store_rss import bench_rss  # noqa: E402
+from benchmarks._common import add_repeats, bench_parser, postgres_available, scratch_dir
+from benchmarks.store_bytes import bench_bytes
+from benchmarks.store_common import FULL, QUICK
+from benchmarks.store_dashboard import bench_dashboard
+from benchmarks.store_ingest import bench_ingest
+from benchmarks.store_rss import bench_rss
 
 SECTIONS = ("ingest", "bytes", "dashboard", "rss")
 
 
 # -- main ---------------------------------------------------------------------------------------
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="smaller sizes (about half a minute)")
+    parser = bench_parser(__spec__.name, __doc__, "smaller sizes (about a minute)")
+    add_repeats(parser)
     parser.add_argument(
         "--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {', '.join(SECTIONS)}"
     )
@@ -78,7 +83,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
-    sizes = QUICK if args.quick else FULL
+    base = QUICK if args.quick else FULL
+    sizes = dataclasses.replace(base, ingest_runs=args.repeats, repeats=max(base.repeats, args.repeats))
     use_postgres = not args.no_postgres and postgres_available()
     use_vm = not args.no_vm
     wanted = set(args.sections)

@@ -7,7 +7,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks._common import MIB, Fleet, Target, VictoriaMetrics, dir_bytes, section
+from benchmarks._common import MIB, VM_BINARY, Fleet, Target, VictoriaMetrics, dir_bytes, section
 
 BYTES_GOAL = 4.0
 
@@ -107,7 +107,8 @@ def bench_bytes(db_path: Path, fleet: Fleet, tmp: Path, use_vm: bool) -> list[st
     )
     vm = vm_bytes(fleet, tmp) if use_vm else None
     if vm is None:
-        print("VictoriaMetrics: SKIP (" + ("not installed" if use_vm else "--no-vm") + ")")
+        why = f"not installed: no {VM_BINARY}, Debian package victoria-metrics" if use_vm else "--no-vm"
+        print(f"VictoriaMetrics: SKIP ({why})")
     else:
         data, index, total = vm
         print("VictoriaMetrics, the same samples via /api/v1/import, after force_flush and force_merge:")
@@ -118,4 +119,5 @@ def bench_bytes(db_path: Path, fleet: Fleet, tmp: Path, use_vm: bool) -> list[st
             f"  ours / VictoriaMetrics: chunks table {chunk_pages / max(data, 1):.2f}x data/, "
             f"whole file {sizes.file / max(total, 1):.2f}x everything"
         )
+    # the same bytes on every run: one measurement
     return [Target("bytes_per_sample_sqlite", chunk_pages * per, BYTES_GOAL, False).line()]

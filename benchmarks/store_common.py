@@ -1,5 +1,5 @@
-"""What the sections of :mod:`benchmarks.store_bench` share: the run sizes, the SKIP target line
-and opening/closing a :class:`store.TimeSeriesStore` on a manual clock."""
+"""What the sections of :mod:`benchmarks.store_bench` share: the run sizes and opening/closing a
+:class:`store.TimeSeriesStore` on a manual clock."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ class Sizes:
     dash_days: int
     rss_series: int
     rss_bodies: int
-    repeats: int  # query timings: median of this many
-    ingest_tries: int  # ingest ours vs raw: best of this many alternating runs
+    repeats: int  # query timings: median of this many (at least --repeats)
+    ingest_runs: int  # ingest ours vs raw: median of this many alternating pairs (--repeats)
 
 
 FULL = Sizes(
@@ -29,7 +29,7 @@ FULL = Sizes(
     rss_series=5000,
     rss_bodies=1000,
     repeats=5,
-    ingest_tries=2,
+    ingest_runs=3,
 )
 QUICK = Sizes(
     ingest_series=300,
@@ -39,13 +39,8 @@ QUICK = Sizes(
     rss_series=5000,
     rss_bodies=100,
     repeats=3,
-    ingest_tries=2,
+    ingest_runs=3,
 )
-
-
-def skipped(name: str, goal: float, higher_is_better: bool, why: str) -> str:
-    sign = ">=" if higher_is_better else "<="
-    return f"target {name}: n/a (goal {sign} {goal:g}) SKIP ({why})"
 
 
 # -- the store ----------------------------------------------------------------------------------

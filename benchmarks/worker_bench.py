@@ -1,8 +1,9 @@
 """Benchmark of the reference worker: bandwidth-bound decode, batching gain, and a peer.
 
-Run: ``.venv/bin/python benchmarks/worker_bench.py`` (about 3 minutes on 2 CPU cores; ``--quick``
-for a smaller run, ``--sections bandwidth,concurrency,peer`` for a subset).  On a machine with
-CUDA the same script measures the GPU (``--device cuda``; auto picks CUDA when present).
+Run from the repository root: ``.venv/bin/python -m benchmarks.worker_bench`` (about 8 minutes on
+2 CPU cores; ``--quick`` for a smaller run, ``--repeats N`` for the runs of the concurrency and
+peer figures (default 3), ``--sections bandwidth,concurrency,peer`` for a subset).  On a machine
+with CUDA the same script measures the GPU (``--device cuda``; auto picks CUDA when present).
 
 1. **bandwidth** -- memory bandwidth measured in the same run (the best of a large array copy,
    read + write bytes counted, and a large array sum, read bytes), then batch-1 decode of
@@ -16,25 +17,32 @@ CUDA the same script measures the GPU (``--device cuda``; auto picks CUDA when p
    at fp32, each also with every core for comparison.
 2. **concurrency** -- the real worker (``python -m worker serve`` subprocess, default settings)
    under the load generator (closed loop, streaming, fixed 64 prompt / 64 output tokens) at
-   concurrency 1, 8 and 32, for ``ref-tiny`` and ``ref-small``: tokens/s, TTFT and ITL
-   P50/P99.  Target: tokens/s at 32 >= 3 x at 1, for each model.
+   concurrency 1, 8 and 32 (``--quick``: 1 and 32), for ``ref-tiny`` and ``ref-small``: tokens/s,
+   TTFT and ITL P50/P99, ``--repeats`` runs of every level.  Target: tokens/s at 32 >= 3 x at 1,
+   for each model (the median over the runs of run i's ratio, with its range).
 3. **peer** -- the same ``ref-small`` safetensors through Hugging Face ``transformers``
    ``generate()`` (greedy, 64 new tokens, one request at a time, same dtype and threads) when
-   transformers is installed.  Target: ours at concurrency 32 >= 3 x its tokens/s.
+   transformers is installed, ``--repeats`` runs.  Target: ours at concurrency 32 >= 3 x its
+   tokens/s (run i of ours against run i of the peer; median and range).
 
 Reference weights are generated on first use into ``--model-dir`` (default ``./data/models``,
 the worker's own cache).  The output ends with one line per target:
-``target <name>: <measured> (goal >= <goal>) PASS|SHORT``.
+``target <name>: <median> [<low>..<high>, median of <n>] (goal >= <goal>) PASS|SHORT``.
 """
 
 from __future__ import annotations
+
+import sys
+
+if not __package__:  # run as a file: the benchmarks package is not importable that way
+    sys.exit("run benchmarks as modules, from the repository root: .venv/bin/python -m benchmarks.worker_bench")
 
 import argparse
 import asyncio
 import os
 import signal
+import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -43,14 +51,14 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks._common import Target, add_repeats, bench_parser, free_port, section, skipped, spread
+from worker.loadgen import LoadOptions, LoadReport, run_load
+from worker.loadgen.workload import LengthDist
 
-from benchmarks._common import Target, free_port, section  # noqa: E402
-from worker.loadgen import LoadOptions, LoadReport, run_load  # noqa: E402
-from worker.loadgen.workload import LengthDist  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 SECTIONS = ("bandwidth", "concurrency", "peer")
+PEER_TARGET = "ours at concurrency 32 / transformers generate() (ref-small)"
 
 
 # -- 1. bandwidth-bound decode ----------------------------------------------------------------
@@ -210,44 +218,47 @@ def run_level(url: str, concurrency: int, requests: int, prompt: int, output: in
     return asyncio.run(run_load(opts))
 
 
-def bench_concurrency(args: argparse.Namespace, device: str, scratch: Path) -> tuple[list[str], dict[str, float]]:
+def bench_concurrency(
+    args: argparse.Namespace, device: str, scratch: Path
+) -> tuple[list[str], dict[str, list[float]]]:
     section("concurrency through the worker's HTTP API (closed loop, streaming, 64 prompt / 64 output tokens)")
     targets: list[str] = []
-    at32: dict[str, float] = {}
-    levels = (1, 8, 32)
+    at32: dict[str, list[float]] = {}
+    levels = (1, 32) if args.quick else (1, 8, 32)
     for model, per_user in (("ref-tiny", args.tiny_requests), ("ref-small", args.small_requests)):
         worker = WorkerProcess(model, args.model_dir, device, scratch)
         info = worker.info
         print(f"{model}: {info['parameters'] / 1e6:.2f} M parameters, {info['precision']} on {info['device']}"
               f"{', packed weights' if info.get('packed_weights') else ''}")
-        print(f"  {'users':>5} {'req/s':>8} {'tokens/s':>10} {'TTFT p50':>10} {'TTFT p99':>10} {'ITL p50':>9} "
-              f"{'ITL p99':>9} {'E2E p50':>9} {'E2E p99':>9} {'failed':>7}")
-        rates: dict[int, float] = {}
+        print(f"  {'run':>3} {'users':>5} {'req/s':>8} {'tokens/s':>10} {'TTFT p50':>10} {'TTFT p99':>10} "
+              f"{'ITL p50':>9} {'ITL p99':>9} {'E2E p50':>9} {'E2E p99':>9} {'failed':>7}")
+        rates: dict[int, list[float]] = {users: [] for users in levels}
         try:
-            for users in levels:
-                report = run_level(worker.url, users, max(users, users * per_user), 64, 64)
-                rates[users] = report.output_tokens_per_s
-                print(f"  {users:>5} {report.req_per_s:>8.2f} {report.output_tokens_per_s:>10.1f} "
-                      f"{report.ttft.p50_ms:>8.1f}ms {report.ttft.p99_ms:>8.1f}ms {report.itl.p50_ms:>7.2f}ms "
-                      f"{report.itl.p99_ms:>7.2f}ms {report.e2e.p50_ms:>7.0f}ms {report.e2e.p99_ms:>7.0f}ms "
-                      f"{report.failed:>7}", flush=True)
+            for run in range(args.repeats):
+                for users in levels:
+                    report = run_level(worker.url, users, max(users, users * per_user), 64, 64)
+                    rates[users].append(report.output_tokens_per_s)
+                    print(f"  {run + 1:>3} {users:>5} {report.req_per_s:>8.2f} {report.output_tokens_per_s:>10.1f} "
+                          f"{report.ttft.p50_ms:>8.1f}ms {report.ttft.p99_ms:>8.1f}ms {report.itl.p50_ms:>7.2f}ms "
+                          f"{report.itl.p99_ms:>7.2f}ms {report.e2e.p50_ms:>7.0f}ms {report.e2e.p99_ms:>7.0f}ms "
+                          f"{report.failed:>7}", flush=True)
         finally:
             worker.stop()
-        gain = rates[32] / rates[1] if rates.get(1) else 0.0
-        print(f"  tokens/s at 32 users = {gain:.1f} x at 1 user")
+        gains = [r32 / r1 if r1 else 0.0 for r1, r32 in zip(rates[1], rates[32])]
+        print(f"  tokens/s at 32 users / at 1 user, run by run: {spread(gains)}")
         at32[model] = rates[32]
-        targets.append(Target(f"tokens/s at concurrency 32 / at 1 ({model})", gain, 3.0, True).line())
+        targets.append(Target.median_of(f"tokens/s at concurrency 32 / at 1 ({model})", gains, 3.0, True).line())
     return targets, at32
 
 
 # -- 3. peer: transformers generate() ----------------------------------------------------------
-def bench_peer(args: argparse.Namespace, device: Any, ours_at_32: float | None) -> list[str]:
+def bench_peer(args: argparse.Namespace, device: Any, ours_at_32: list[float] | None) -> list[str]:
     section("peer: Hugging Face transformers generate(), one request at a time (ref-small)")
     try:
         import transformers  # noqa: F401
     except ImportError:
-        print("transformers not installed: peer skipped (pip install transformers)")
-        return []
+        print('transformers not installed: peer skipped (pip install ".[bench]")')
+        return [skipped(PEER_TARGET, 3.0, True, "transformers not installed")]
     import torch
     from transformers import LlamaForCausalLM
 
@@ -265,27 +276,32 @@ def bench_peer(args: argparse.Namespace, device: Any, ours_at_32: float | None) 
     model.eval()
     prompt = torch.tensor([list(range(1, 65))], device=device)
     new = 64
+    rates: list[float] = []
     with torch.inference_mode():
         model.generate(prompt, max_new_tokens=4, min_new_tokens=4, do_sample=False, pad_token_id=258)
-        start = time.perf_counter()
-        for _ in range(args.peer_requests):
-            out = model.generate(prompt, max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=258)
-            assert out.shape[1] == 64 + new
-        elapsed = time.perf_counter() - start
-    rate = args.peer_requests * new / elapsed
-    print(f"transformers {transformers.__version__} generate(): {rate:.1f} tokens/s "
-          f"({precision_name(dtype)}, {threads} thread{'s' if threads > 1 else ''}, {args.peer_requests} x {new} tokens)")
-    if ours_at_32 is None:
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            for _ in range(args.peer_requests):
+                out = model.generate(
+                    prompt, max_new_tokens=new, min_new_tokens=new, do_sample=False, pad_token_id=258
+                )
+                assert out.shape[1] == 64 + new
+            rates.append(args.peer_requests * new / (time.perf_counter() - start))
+    print(f"transformers {transformers.__version__} generate(): {spread(rates)} tokens/s "
+          f"({precision_name(dtype)}, {threads} thread{'s' if threads > 1 else ''}, {args.peer_requests} x {new} tokens a run)")
+    if not ours_at_32:
         print("(run the concurrency section too for the comparison)")
         return []
-    print(f"ours at concurrency 32: {ours_at_32:.1f} tokens/s = {ours_at_32 / rate:.1f} x transformers")
-    return [Target("ours at concurrency 32 / transformers generate() (ref-small)", ours_at_32 / rate, 3.0, True).line()]
+    ratios = [ours / peer for ours, peer in zip(ours_at_32, rates)]
+    print(f"ours at concurrency 32: {statistics.median(ours_at_32):.1f} tokens/s; ours / transformers, run by run: "
+          f"{spread(ratios)}")
+    return [Target.median_of(PEER_TARGET, ratios, 3.0, True).line()]
 
 
 # -- main --------------------------------------------------------------------------------------
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="fewer rounds and requests (about a minute)")
+    parser = bench_parser(__spec__.name, __doc__, "fewer rounds, requests and levels (about 3 minutes)")
+    add_repeats(parser, what="concurrency and peer figure")
     parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {', '.join(SECTIONS)}")
     parser.add_argument("--model-dir", default=str(ROOT / "data" / "models"), help="reference weights cache")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
@@ -314,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"load average {os.getloadavg()[0]:.2f}")
     started = time.perf_counter()
     targets: list[str] = []
-    at32: dict[str, float] = {}
+    at32: dict[str, list[float]] = {}
     if "bandwidth" in args.sections:
         targets += bench_bandwidth(args, device)
     if "concurrency" in args.sections:

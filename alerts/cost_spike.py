@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from alerts.expr import EvalContext, SampleSource, Vector, parse
+from promql import EvalContext, SampleSource, Vector, parse
 from alerts.scaling import ScaleAdvisor
 
 RECENT, BASELINE = "1h", "24h"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from alerts.expr import EvalContext, ExprError, SampleSource, Vector
+from promql import EvalContext, ExprError, SampleSource, Vector
 from alerts.model import Alert
 from alerts.rulefile import Rule, RuleGroup
 from alerts.state import FIRING, PENDING, AlertInstance, RuleState, Transition

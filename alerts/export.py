@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from alerts.expr.promql import to_promql
+from promql.promql import to_promql
 from alerts.rulefile import RuleGroup
 
 

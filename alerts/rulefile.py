@@ -15,9 +15,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from alerts.expr import ExprError, parse
-from alerts.expr.ast import Node
-from alerts.expr.lexer import duration_ms
+from promql import ExprError, parse
+from promql.ast import Node
+from promql.lexer import duration_ms
 from alerts.template import TemplateError, check_template
 
 _NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")

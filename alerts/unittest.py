@@ -14,10 +14,10 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from alerts.engine import RuleEngine
-from alerts.expr import EvalContext, Vector, parse
-from alerts.expr.ast import VectorSelector
-from alerts.expr.lexer import ExprError, duration_ms
-from alerts.expr.sources import MemorySource
+from promql import EvalContext, Vector, parse
+from promql.ast import VectorSelector
+from promql.lexer import ExprError, duration_ms
+from promql.sources import MemorySource
 from alerts.rulefile import RuleGroup, load_rule_file
 from alerts.state import FIRING
 from store.clock import ManualClock

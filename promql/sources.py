@@ -7,9 +7,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from alerts.expr.evaluate import Fetched
-from alerts.expr.range_funcs import Segments
-from alerts.expr.vector import NAME, Labels
+from promql.evaluate import Fetched
+from promql.range_funcs import Segments
+from promql.vector import NAME, Labels
 from store.reader import Reader
 from store.series_index import Matcher, Selector
 from store.types import Float64Array, Int64Array, SeriesKey

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from alerts.expr.ast import Aggregate
-from alerts.expr.lexer import ExprError
-from alerts.expr.vector import Vector, group_index, grouping_keys
+from promql.ast import Aggregate
+from promql.lexer import ExprError
+from promql.vector import Vector, group_index, grouping_keys
 
 
 def apply(node: Aggregate, vec: Vector, param: object) -> Vector:

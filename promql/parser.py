@@ -17,7 +17,7 @@ Grammar (lowest precedence first)::
 
 from __future__ import annotations
 
-from alerts.expr.ast import (
+from promql.ast import (
     AGGREGATIONS,
     Aggregate,
     Binary,
@@ -29,8 +29,8 @@ from alerts.expr.ast import (
     VectorMatching,
     VectorSelector,
 )
-from alerts.expr.functions import FUNCTIONS, check_types
-from alerts.expr.lexer import ExprError, Token, duration_ms, tokenize
+from promql.functions import FUNCTIONS, check_types
+from promql.lexer import ExprError, Token, duration_ms, tokenize
 from store.series_index import Matcher
 
 _COMPARE = ("==", "!=", ">", "<", ">=", "<=")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from alerts.expr.ast import (
+from promql.ast import (
     Aggregate,
     Binary,
     Call,
@@ -20,7 +20,7 @@ from alerts.expr.ast import (
     VectorMatching,
     VectorSelector,
 )
-from alerts.expr.lexer import ExprError
+from promql.lexer import ExprError
 
 
 def _duration(ms: int) -> str:

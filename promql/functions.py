@@ -1,15 +1,15 @@
 """Function signatures and the static type check (scalar, instant vector, range vector, string).
 
 The set is what our default rules and Prometheus users need; every function here has a PromQL
-equivalent (``group_ratio`` is rewritten when rules are exported, see :mod:`alerts.expr.promql`).
+equivalent (``group_ratio`` is rewritten when rules are exported, see :mod:`promql.promql`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from alerts.expr.ast import Aggregate, Binary, Call, Node, NumberLiteral, StringLiteral, Unary, VectorSelector
-from alerts.expr.lexer import ExprError
+from promql.ast import Aggregate, Binary, Call, Node, NumberLiteral, StringLiteral, Unary, VectorSelector
+from promql.lexer import ExprError
 
 SCALAR, VECTOR, RANGE, STRING = "scalar", "vector", "range", "string"
 

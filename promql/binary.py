@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from alerts.expr.ast import Binary
-from alerts.expr.lexer import ExprError
-from alerts.expr.vector import NAME, Labels, Vector, drop, drop_name, keep_only
+from promql.ast import Binary
+from promql.lexer import ExprError
+from promql.vector import NAME, Labels, Vector, drop, drop_name, keep_only
 from store.types import Float64Array
 
 _ARITH: dict[str, Callable[[Float64Array, Float64Array], Float64Array]] = {

@@ -11,11 +11,11 @@ from typing import Protocol
 
 import numpy as np
 
-from alerts.expr import aggregate, binary
-from alerts.expr.ast import Aggregate, Binary, Call, Node, NumberLiteral, StringLiteral, Unary, VectorSelector
-from alerts.expr.lexer import ExprError
-from alerts.expr.range_funcs import Segments, changes, extrapolated, irate, over_time
-from alerts.expr.vector import NAME, Labels, Vector, drop_name, group_index, keep_only
+from promql import aggregate, binary
+from promql.ast import Aggregate, Binary, Call, Node, NumberLiteral, StringLiteral, Unary, VectorSelector
+from promql.lexer import ExprError
+from promql.range_funcs import Segments, changes, extrapolated, irate, over_time
+from promql.vector import NAME, Labels, Vector, drop_name, group_index, keep_only
 from store.quantile import bucket_quantile, parse_le
 from store.series_index import Matcher
 from store.types import is_stale_marker

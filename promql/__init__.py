@@ -1,0 +1,8 @@
+"""The rule expression language: a documented subset of PromQL evaluated on our store."""
+
+from promql.evaluate import EvalContext, SampleSource, Value
+from promql.lexer import ExprError
+from promql.parser import parse
+from promql.vector import Vector
+
+__all__ = ["EvalContext", "ExprError", "SampleSource", "Value", "Vector", "parse"]

@@ -43,7 +43,7 @@ from prometheus_client import CollectorRegistry
 from alerts.defaults import default_rule_groups
 from alerts.engine import RuleEngine
 from alerts.export import export_yaml
-from alerts.expr.sources import StoreSource
+from promql.sources import StoreSource
 from benchmarks._common import (
     Target,
     add_repeats,

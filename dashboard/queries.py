@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from alerts.expr import EvalContext, Vector, parse
-from alerts.expr.sources import StoreSource
+from promql import EvalContext, Vector, parse
+from promql.sources import StoreSource
 from dashboard.model import Line
 from dashboard.window import NICE_STEPS_MS, Window, plan
 from store.quantile import bucket_quantile, parse_le

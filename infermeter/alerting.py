@@ -19,8 +19,8 @@ from sqlalchemy import Engine
 from alerts.cost_spike import CostSpikeChecks
 from alerts.defaults import default_rule_groups
 from alerts.engine import AlertSink, RuleEngine
-from alerts.expr import Vector
-from alerts.expr.sources import StoreSource
+from promql import Vector
+from promql.sources import StoreSource
 from alerts.rulefile import RuleFileError, RuleGroup, load_rule_file
 from alerts.scaling import ScaleAdvisor
 from alerts.state_store import AlertStateStore

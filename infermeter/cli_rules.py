@@ -95,7 +95,7 @@ def cmd_backtest(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from prometheus_client import CollectorRegistry
 
     from alerts.engine import RuleEngine
-    from alerts.expr.sources import StoreSource
+    from promql.sources import StoreSource
     from alerts.state import Transition
     from infermeter.alerting import load_rule_groups
     from store.clock import ManualClock, SystemClock

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
-from alerts.expr import EvalContext, ExprError, Vector
-from alerts.expr import parse as parse_expr
-from alerts.expr.sources import StoreSource
+from promql import EvalContext, ExprError, Vector
+from promql import parse as parse_expr
+from promql.sources import StoreSource
 from infermeter.api.deps import RuntimeDep
 from infermeter.api.params import BadParam, parse_step_ms, parse_time_ms
 from store.reader import COMBINES, FNS, RangeQuery

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from prometheus_client import CollectorRegistry
 
 from alerts.engine import RuleEngine
-from alerts.expr.sources import MemorySource
+from promql.sources import MemorySource
 from alerts.rulefile import RuleGroup
 from alerts.state import FIRING
 from store.clock import ManualClock

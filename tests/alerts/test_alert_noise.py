@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 
 from alerts.defaults import default_rule_groups
 from alerts.engine import RuleEngine
-from alerts.expr.sources import MemorySource
+from promql.sources import MemorySource
 from alerts.rulefile import RuleGroup, load_rule_text
 from store.clock import ManualClock
 from store.types import SeriesKey

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from alerts.expr import parse
-from alerts.expr.promql import to_promql
+from promql import parse
+from promql.promql import to_promql
 from infermeter import db
 from infermeter.cli import main
 from store import ManualClock, StoreOptions, TimeSeriesStore, create_store_engine

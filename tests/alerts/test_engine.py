@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, generate_latest
 
 from alerts.engine import RuleEngine
-from alerts.expr.sources import MemorySource
+from promql.sources import MemorySource
 from alerts.rulefile import load_rule_text
 from alerts.scaling import ScaleAdvisor
 from alerts.schema import alert_events

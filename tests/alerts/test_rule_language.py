@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from alerts.expr import EvalContext, ExprError, Vector, parse
-from alerts.expr.sources import MemorySource
+from promql import EvalContext, ExprError, Vector, parse
+from promql.sources import MemorySource
 from alerts.rulefile import RuleFileError, load_rule_text
 from alerts.template import TemplateError, check_template, render
 from store.types import STALE_NAN, SeriesKey

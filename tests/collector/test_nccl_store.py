@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from alerts.expr import EvalContext, Vector, parse
-from alerts.expr.sources import StoreSource
+from promql import EvalContext, Vector, parse
+from promql.sources import StoreSource
 from collector.nccl import NcclLogSource
 from collector.scrape_loop import ScrapeLoop, TargetSpec
 from store import ManualClock, TimeSeriesStore

@@ -24,8 +24,8 @@ import httpx
 import pytest
 import yaml
 
-from alerts.expr import parse
-from alerts.expr.ast import VectorSelector, walk
+from promql import parse
+from promql.ast import VectorSelector, walk
 from collector.mapping.canonical import CANONICAL, sample_names
 from collector.nvml.dcgm_names import FIELDS
 from tests.service import free_port

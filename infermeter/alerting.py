@@ -19,8 +19,6 @@ from sqlalchemy import Engine
 from alerts.cost_spike import CostSpikeChecks
 from alerts.defaults import default_rule_groups
 from alerts.engine import AlertSink, RuleEngine
-from promql import Vector
-from promql.sources import StoreSource
 from alerts.rulefile import RuleFileError, RuleGroup, load_rule_file
 from alerts.scaling import ScaleAdvisor
 from alerts.state_store import AlertStateStore
@@ -29,6 +27,8 @@ from cost.ledger import CostLedger
 from cost.prices import PriceBook
 from infermeter.forecasting import ForecastJob, build_forecasting
 from infermeter.settings import Settings
+from promql import Vector
+from promql.sources import StoreSource
 from store.clock import Clock
 from store.durations import parse_duration_ms
 from store.reader import Reader

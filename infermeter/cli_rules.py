@@ -95,9 +95,9 @@ def cmd_backtest(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from prometheus_client import CollectorRegistry
 
     from alerts.engine import RuleEngine
-    from promql.sources import StoreSource
     from alerts.state import Transition
     from infermeter.alerting import load_rule_groups
+    from promql.sources import StoreSource
     from store.clock import ManualClock, SystemClock
     from store.reader import Reader
 

@@ -257,8 +257,21 @@ class AlertSettings(_Strict):
     scaling: ScalePolicy = Field(ScalePolicy(), description="scale-out/in recommendations")
 
 
+class QuerySettings(_Strict):
+    """PromQL queries over the HTTP API (/api/v1/query, query_range), as Prometheus's flags."""
+
+    lookback_delta: DurationMs = Field(
+        300_000, description="how far back an instant selector looks for a sample (Prometheus --query.lookback-delta)"
+    )
+    timeout: DurationMs = Field(120_000, description="longest a query may run; a request's timeout= may only lower it")
+    subquery_step: DurationMs = Field(
+        60_000, description="the step of a subquery written without one, x[5m:] (Prometheus: the evaluation interval)"
+    )
+
+
 class Settings(_Strict):
     server: ServerSettings = Field(ServerSettings(), description="the HTTP API")
+    query: QuerySettings = Field(QuerySettings(), description=QuerySettings.__doc__)
     store: StoreSettings = Field(StoreSettings(), description="where and how samples are stored")
     scrape: ScrapeSettings = Field(ScrapeSettings(), description="Prometheus endpoints to scrape")
     nccl: NcclSettings = Field(NcclSettings(), description=NcclSettings.__doc__)

@@ -1,4 +1,5 @@
-"""Aggregation operators (sum, avg, min, max, count, stddev, quantile, topk, bottomk) over groups."""
+"""Aggregation operators (sum, avg, min, max, count, group, stddev, stdvar, quantile, topk,
+bottomk, count_values) over groups."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import numpy as np
 
 from promql.ast import Aggregate
 from promql.lexer import ExprError
-from promql.vector import Vector, group_index, grouping_keys
+from promql.range_funcs import quantile
+from promql.vector import Labels, Vector, group_index, grouping_keys
 
 
 def apply(node: Aggregate, vec: Vector, param: object) -> Vector:
@@ -18,15 +20,19 @@ def apply(node: Aggregate, vec: Vector, param: object) -> Vector:
     values = vec.values
     if node.op in ("topk", "bottomk"):
         return _top(node, vec, ids, param)
+    if node.op == "count_values":
+        return _count_values(node, vec, str(param))
     if node.op == "quantile":
         q = float(param)  # type: ignore[arg-type]
-        out = np.asarray([_quantile(q, values[ids == g]) for g in range(n)])
+        out = np.asarray([quantile(q, values[ids == g]) for g in range(n)])
         return Vector(groups, out)
     present = ~np.isnan(values)
     counts = np.bincount(ids, minlength=n).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
         if node.op == "count":
             return Vector(groups, counts)
+        if node.op == "group":
+            return Vector(groups, np.ones(n))
         if node.op == "sum":
             return Vector(groups, np.bincount(ids, weights=values, minlength=n).astype(np.float64))
         if node.op == "avg":
@@ -38,27 +44,43 @@ def apply(node: Aggregate, vec: Vector, param: object) -> Vector:
             (np.minimum if node.op == "min" else np.maximum).at(out, ids[present], values[present])
             has = np.bincount(ids[present], minlength=n) > 0
             return Vector(groups, np.where(has, out, np.nan))
-        if node.op == "stddev":
+        if node.op in ("stddev", "stdvar"):
             mean = np.bincount(ids, weights=values, minlength=n) / counts
             var = np.bincount(ids, weights=(values - mean[ids]) ** 2, minlength=n) / counts
-            return Vector(groups, np.sqrt(var))
+            return Vector(groups, np.sqrt(var) if node.op == "stddev" else var)
     raise ExprError(f"aggregation {node.op} is not implemented", node.pos)
 
 
-def _quantile(q: float, values: np.ndarray) -> float:
-    if q < 0:
-        return float("-inf")
-    if q > 1:
-        return float("inf")
-    return float(np.quantile(values, q)) if len(values) else float("nan")
-
-
 def _top(node: Aggregate, vec: Vector, ids: np.ndarray, param: object) -> Vector:
+    """The k largest (smallest) of each group, largest (smallest) first, groups in the order
+    they first appear; NaN ranks last; ties keep the input order."""
     k = int(float(param))  # type: ignore[arg-type]
     keep: list[int] = []
-    for gid in np.unique(ids).tolist():
+    for gid in dict.fromkeys(ids.tolist()):
         members = np.flatnonzero(ids == gid)
         vals = vec.values[members]
-        order = np.argsort(-vals if node.op == "topk" else vals, kind="stable")
+        key = np.where(np.isnan(vals), np.inf, -vals if node.op == "topk" else vals)
+        order = np.argsort(key, kind="stable")
         keep.extend(members[order[: max(k, 0)]].tolist())
-    return vec.take(np.asarray(sorted(keep), np.int64))
+    return vec.take(np.asarray(keep, np.int64))
+
+
+def _count_values(node: Aggregate, vec: Vector, label: str) -> Vector:
+    if not label or not label.replace("_", "a").isalnum() or label[0].isdigit():
+        raise ExprError(f"invalid label name {label!r} for count_values", node.pos)
+    counted: dict[Labels, int] = {}
+    keys = grouping_keys(vec.labels, node.grouping, node.without)
+    for key, value in zip(keys, vec.values.tolist()):
+        out = tuple(sorted({**dict(key), label: format_value(value)}.items()))
+        counted[out] = counted.get(out, 0) + 1
+    return Vector(list(counted), np.asarray(list(counted.values()), np.float64))
+
+
+def format_value(value: float) -> str:
+    """A float as Go's strconv.FormatFloat(v, 'f', -1, 64) writes it."""
+    if np.isnan(value):
+        return "NaN"
+    if np.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    text = np.format_float_positional(value, unique=True, trim="-")
+    return text

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 
 from store.series_index import Matcher
 
-AGGREGATIONS = frozenset({"sum", "avg", "min", "max", "count", "stddev", "quantile", "topk", "bottomk"})
+AGGREGATIONS = frozenset({
+    "sum", "avg", "min", "max", "count", "stddev", "stdvar", "quantile", "topk", "bottomk", "count_values", "group",
+})
 COMPARISONS = frozenset({"==", "!=", ">", "<", ">=", "<="})
 ARITHMETIC = frozenset({"+", "-", "*", "/", "%", "^"})
 SET_OPS = frozenset({"and", "or", "unless"})
@@ -31,12 +33,29 @@ class StringLiteral(Node):
     value: str
 
 
+# An `@` modifier: a fixed time in ms, or the query's "start" / "end".
+At = int | str | None
+
+
 @dataclass(frozen=True)
 class VectorSelector(Node):
     name: str | None
     matchers: tuple[Matcher, ...] = ()
     range_ms: int | None = None  # set for a range selector `x[5m]`
     offset_ms: int = 0
+    at: At = None
+
+
+@dataclass(frozen=True)
+class Subquery(Node):
+    """``expr[range:step]``: ``expr`` evaluated at every multiple of ``step`` in the range (the
+    query's step when ``step_ms`` is 0), as a range vector."""
+
+    expr: Node
+    range_ms: int
+    step_ms: int = 0
+    offset_ms: int = 0
+    at: At = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +109,6 @@ def walk(node: Node) -> list[Node]:
     elif isinstance(node, Binary):
         out.extend(walk(node.lhs))
         out.extend(walk(node.rhs))
-    elif isinstance(node, Unary):
+    elif isinstance(node, (Unary, Subquery)):
         out.extend(walk(node.expr))
     return out

@@ -133,8 +133,15 @@ def _result_labels(node: Binary, many_labels: Labels, one_labels: Labels) -> Lab
 
 
 def _filter_labels(node: Binary, lhs_labels: Labels, matched: Labels) -> Labels:
-    if node.matching.group is None and not node.matching.on and not node.matching.labels:
-        return lhs_labels
+    """A filtering comparison keeps the left side's labels, name included, except that a
+    one-to-one on(...) keeps only the matched labels (and so loses the name) and ignoring(...)
+    drops the ignored ones -- as Prometheus's resultMetric does."""
+    matching = node.matching
+    if matching.group is None:
+        if matching.on:
+            return keep_only(lhs_labels, matching.labels)
+        ignored = set(matching.labels)
+        return tuple(p for p in lhs_labels if p[0] not in ignored)
     name = [p for p in lhs_labels if p[0] == NAME]
     return tuple(sorted(name + list(matched)))
 

@@ -6,22 +6,52 @@ same time shares its fetches, so twenty rules over ``gpu_utilization_ratio`` rea
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
-from promql import aggregate, binary
-from promql.ast import Aggregate, Binary, Call, Node, NumberLiteral, StringLiteral, Unary, VectorSelector
+from promql import aggregate, binary, calls
+from promql.ast import (
+    Aggregate,
+    At,
+    Binary,
+    Call,
+    Node,
+    NumberLiteral,
+    StringLiteral,
+    Subquery,
+    Unary,
+    VectorSelector,
+)
+from promql.functions import CALENDAR
 from promql.lexer import ExprError
-from promql.range_funcs import Segments, changes, extrapolated, irate, over_time
+from promql.range_funcs import (
+    Segments,
+    changes,
+    extrapolated,
+    holt_winters,
+    irate,
+    linear_regression,
+    over_time,
+    quantile_over_time,
+    stat_over_time,
+)
 from promql.vector import NAME, Labels, Vector, drop_name, group_index, keep_only
 from store.quantile import bucket_quantile, parse_le
 from store.series_index import Matcher
 from store.types import is_stale_marker
 
 Value = Vector | float | str
+RANGE_FUNCS = frozenset({
+    "rate", "increase", "delta", "irate", "changes", "resets", "deriv", "predict_linear", "holt_winters",
+    "avg_over_time", "min_over_time", "max_over_time", "sum_over_time", "count_over_time", "last_over_time",
+    "quantile_over_time", "stddev_over_time", "stdvar_over_time", "present_over_time", "absent_over_time",
+})
 DEFAULT_LOOKBACK_MS = 300_000  # an instant selector sees the newest sample up to 5 min old
+DEFAULT_SUBQUERY_STEP_MS = 60_000
 
 
 @dataclass(slots=True)
@@ -39,11 +69,46 @@ class SampleSource(Protocol):
 
 
 class EvalContext:
-    def __init__(self, source: SampleSource, at_ms: int, lookback_ms: int = DEFAULT_LOOKBACK_MS) -> None:
+    """``start_ms``/``end_ms``: the query's range (for ``@ start()`` / ``@ end()``; an instant
+    query's are its time); ``subquery_step_ms``: the step of ``x[5m:]`` (Prometheus uses the
+    global evaluation interval, 1 m by default); ``memo``: subquery results by (node, time),
+    shared by the steps of one range query (subquery steps are absolute, so they repeat)."""
+
+    def __init__(
+        self,
+        source: SampleSource,
+        at_ms: int,
+        lookback_ms: int = DEFAULT_LOOKBACK_MS,
+        *,
+        start_ms: int | None = None,
+        end_ms: int | None = None,
+        subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
+        memo: dict[tuple[int, int], Value] | None = None,
+        deadline: Callable[[], None] | None = None,
+    ) -> None:
         self.source = source
         self.at_ms = at_ms
         self.lookback_ms = lookback_ms
+        self.start_ms = at_ms if start_ms is None else start_ms
+        self.end_ms = at_ms if end_ms is None else end_ms
+        self.subquery_step_ms = subquery_step_ms
+        self.memo = memo if memo is not None else {}
+        self.deadline = deadline
         self._fetched: dict[tuple[object, ...], Fetched] = {}
+
+    def at(self, at_ms: int) -> EvalContext:
+        """The same query at another instant (sharing the source and the subquery memo)."""
+        return EvalContext(self.source, at_ms, self.lookback_ms, start_ms=self.start_ms, end_ms=self.end_ms,
+                           subquery_step_ms=self.subquery_step_ms, memo=self.memo, deadline=self.deadline)
+
+    def _time(self, at: At) -> int:
+        if at is None:
+            return self.at_ms
+        if at == "start":
+            return self.start_ms
+        if at == "end":
+            return self.end_ms
+        return int(at)
 
     def evaluate(self, node: Node) -> Value:
         if isinstance(node, NumberLiteral):
@@ -67,6 +132,8 @@ class EvalContext:
             inner = self.evaluate(node.expr)
             assert isinstance(inner, Vector)
             return aggregate.apply(node, inner, param)
+        if isinstance(node, Subquery):
+            raise ExprError("a subquery cannot be the result; wrap it in max_over_time(), rate(), ...", node.pos)
         if isinstance(node, Call):
             return self._call(node)
         raise ExprError(f"cannot evaluate {type(node).__name__}", node.pos)
@@ -80,59 +147,95 @@ class EvalContext:
         return found
 
     def _instant(self, sel: VectorSelector) -> Vector:
-        end = self.at_ms - sel.offset_ms
-        fetched = self._fetch(sel, end - self.lookback_ms, end)
+        return self._instant_samples(sel)[0]
+
+    def _instant_samples(self, sel: VectorSelector) -> tuple[Vector, np.ndarray]:
+        """The newest sample of each series in [t - lookback, t] (both ends included, as in
+        Prometheus 2.x), and its timestamp."""
+        end = self._time(sel.at) - sel.offset_ms
+        fetched = self._fetch(sel, end - self.lookback_ms - 1, end)
         seg = fetched.seg
         has = np.flatnonzero(seg.counts > 0)
         last = seg.last_index[has]
         values = seg.values[last]
         live = ~is_stale_marker(values)  # a series whose newest sample is a staleness marker is gone
         rows = has[live]
-        return Vector([fetched.labels[i] for i in rows.tolist()], values[live])
+        return Vector([fetched.labels[i] for i in rows.tolist()], values[live]), seg.ts[last[live]]
 
-    def _range(self, sel: VectorSelector) -> tuple[list[Labels], Segments, int, int]:
-        assert sel.range_ms is not None
-        end = self.at_ms - sel.offset_ms
-        start = end - sel.range_ms
-        fetched = self._fetch(sel, start, end)
+    def _range(self, node: Node) -> tuple[list[Labels], Segments, int, int]:
+        """A range selector's samples in [t - range, t] (closed, as Prometheus 2.x), or a
+        subquery's points."""
+        if isinstance(node, Subquery):
+            return self._subquery(node)
+        assert isinstance(node, VectorSelector) and node.range_ms is not None
+        end = self._time(node.at) - node.offset_ms
+        start = end - node.range_ms
+        fetched = self._fetch(node, start - 1, end)
         return fetched.labels, _without_stale(fetched.seg), start, end
+
+    def _subquery(self, node: Subquery) -> tuple[list[Labels], Segments, int, int]:
+        """The inner expression at every multiple of the step in [t - range, t] (the steps are
+        absolute, so the points of consecutive evaluations line up, as in Prometheus)."""
+        end = self._time(node.at) - node.offset_ms
+        start = end - node.range_ms
+        step = node.step_ms or self.subquery_step_ms
+        first = -(-start // step) * step
+        points: dict[Labels, tuple[list[int], list[float]]] = {}
+        for t in range(first, end + 1, step):
+            if self.deadline is not None:
+                self.deadline()
+            key = (id(node), t)
+            value = self.memo.get(key)
+            if value is None:
+                value = self.memo[key] = self.at(t).evaluate(node.expr)
+            if isinstance(value, Vector):
+                for series, v in zip(value.labels, value.values.tolist()):
+                    ts, vs = points.setdefault(series, ([], []))
+                    ts.append(t)
+                    vs.append(v)
+        found = list(points)
+        seg = Segments.of([(np.asarray(points[lab][0], np.int64), np.asarray(points[lab][1], np.float64)) for lab in found])
+        return found, seg, start, end
 
     # -- functions ---------------------------------------------------------------------------
     def _call(self, node: Call) -> Value:
         fn = node.func
         if fn == "time":
             return self.at_ms / 1000.0
-        if fn in ("rate", "increase", "delta", "irate", "changes", "resets") or fn.endswith("_over_time"):
-            sel = node.args[0]
-            assert isinstance(sel, VectorSelector)
-            labels, seg, start, end = self._range(sel)
-            if fn in ("rate", "increase", "delta"):
-                values = extrapolated(seg, start, end, is_counter=fn != "delta", is_rate=fn == "rate")
-            elif fn == "irate":
-                values = irate(seg)
-            elif fn in ("changes", "resets"):
-                values = changes(seg, resets_only=fn == "resets")
-            else:
-                values = over_time(fn, seg)
-            keep = ~np.isnan(values)
-            return Vector([drop_name(labels[i]) for i in np.flatnonzero(keep).tolist()], values[keep])
+        if fn == "pi":
+            return math.pi
+        if fn in RANGE_FUNCS:
+            return self._range_call(node)
+        if fn == "timestamp":
+            return self._timestamp(node)
         args = [self.evaluate(a) for a in node.args]
         if fn == "histogram_quantile":
             assert isinstance(args[1], Vector)
             return histogram_quantile(float(args[0]), args[1])  # type: ignore[arg-type]
-        if fn == "abs":
-            vec = _vec(args[0])
-            return Vector([drop_name(lab) for lab in vec.labels], np.abs(vec.values))
+        if fn in calls.MATH_FUNCS:
+            return calls.math_func(fn, _vec(args[0]))
         if fn in ("clamp_min", "clamp_max"):
             vec, bound = _vec(args[0]), float(args[1])  # type: ignore[arg-type]
             clipped = np.maximum(vec.values, bound) if fn == "clamp_min" else np.minimum(vec.values, bound)
             return Vector([drop_name(lab) for lab in vec.labels], clipped)
+        if fn == "clamp":
+            return calls.clamp(_vec(args[0]), float(args[1]), float(args[2]))  # type: ignore[arg-type]
+        if fn == "round":
+            return calls.round_to(_vec(args[0]), float(args[1]) if len(args) > 1 else 1.0)  # type: ignore[arg-type]
+        if fn in ("sort", "sort_desc"):
+            return calls.sort(_vec(args[0]), fn == "sort_desc")
+        if fn == "label_replace":
+            dst, repl, src, regex = (str(a) for a in args[1:])
+            return calls.label_replace(_vec(args[0]), dst, repl, src, regex, node.pos)
+        if fn == "label_join":
+            return calls.label_join(_vec(args[0]), str(args[1]), str(args[2]), [str(a) for a in args[3:]], node.pos)
+        if fn in CALENDAR:
+            vec = _vec(args[0]) if args else Vector([()], np.asarray([self.at_ms / 1000.0]))
+            return calls.calendar(fn, vec)
         if fn == "absent":
             if len(_vec(args[0])):
                 return Vector.empty()
-            sel = node.args[0]
-            fixed = tuple(sorted((m.label, m.value) for m in getattr(sel, "matchers", ()) if m.op == "="))
-            return Vector([fixed], np.ones(1))
+            return Vector([_absent_labels(node.args[0])], np.ones(1))
         if fn == "scalar":
             vec = _vec(args[0])
             return float(vec.values[0]) if len(vec) == 1 else float("nan")
@@ -141,6 +244,71 @@ class EvalContext:
         if fn == "group_ratio":
             return group_ratio(_vec(args[0]), [str(a) for a in args[1:]])
         raise ExprError(f"function {fn} is not implemented", node.pos)
+
+    def _range_call(self, node: Call) -> Vector:
+        fn = node.func
+        range_arg = node.args[1] if fn == "quantile_over_time" else node.args[0]
+        labels, seg, start, end = self._range(range_arg)
+        scalars = [float(self.evaluate(a)) for a in node.args if a is not range_arg]  # type: ignore[arg-type]
+        if fn in ("rate", "increase", "delta"):
+            values = extrapolated(seg, start, end, is_counter=fn != "delta", is_rate=fn == "rate")
+        elif fn == "irate":
+            values = irate(seg)
+        elif fn in ("changes", "resets"):
+            values = changes(seg, resets_only=fn == "resets")
+        elif fn == "deriv":
+            values = linear_regression(seg, seg.ts[seg.starts] if len(seg.ts) else seg.starts)[0]
+        elif fn == "predict_linear":
+            slope, intercept = linear_regression(seg, np.full(len(seg.counts), self._eval_time(range_arg), np.int64))
+            values = slope * scalars[0] + intercept
+        elif fn == "holt_winters":
+            sf, tf = scalars
+            if not (0 < sf < 1) or not (0 < tf < 1):
+                raise ExprError(f"invalid smoothing or trend factor: expected 0 < sf, tf < 1, got {sf:g}, {tf:g}", node.pos)
+            values = holt_winters(seg, sf, tf)
+        elif fn == "quantile_over_time":
+            values = quantile_over_time(scalars[0], seg)
+        elif fn == "absent_over_time":
+            if (seg.counts > 0).any():
+                return Vector.empty()
+            return Vector([_absent_labels(range_arg)], np.ones(1))
+        elif fn in ("stddev_over_time", "stdvar_over_time", "present_over_time"):
+            values = stat_over_time(fn, seg)
+        else:
+            values = over_time(fn, seg)
+        keep = ~np.isnan(values) if fn not in ("deriv", "predict_linear", "holt_winters") else seg.counts >= 2
+        rows = np.flatnonzero(keep).tolist()
+        # last_over_time acts like an offset and keeps the metric name (Prometheus 2.x)
+        named = fn == "last_over_time" and isinstance(range_arg, VectorSelector)
+        return Vector([labels[i] if named else drop_name(labels[i]) for i in rows], values[keep])
+
+    def _eval_time(self, node: Node) -> int:
+        """The time a range argument is evaluated at (predict_linear's intercept time)."""
+        at = node.at if isinstance(node, (VectorSelector, Subquery)) else None
+        return self._time(at)
+
+    def _timestamp(self, node: Call) -> Vector:
+        arg = node.args[0]
+        if isinstance(arg, VectorSelector) and arg.range_ms is None:
+            vec, ts = self._instant_samples(arg)
+            return Vector([drop_name(lab) for lab in vec.labels], ts / 1000.0)
+        vec = _vec(self.evaluate(arg))
+        return Vector([drop_name(lab) for lab in vec.labels], np.full(len(vec), self.at_ms / 1000.0))
+
+
+def _absent_labels(node: Node) -> Labels:
+    """absent()'s labels: the selector's equality matchers (a label matched twice is left out)."""
+    sel = node.expr if isinstance(node, Subquery) else node
+    if not isinstance(sel, VectorSelector):
+        return ()
+    equal: dict[str, str] = {}
+    dup: set[str] = set()
+    for m in sel.matchers:
+        if m.op == "=" and m.label != NAME:
+            if m.label in equal:
+                dup.add(m.label)
+            equal[m.label] = m.value
+    return tuple(sorted((k, v) for k, v in equal.items() if k not in dup))
 
 
 def _without_stale(seg: Segments) -> Segments:

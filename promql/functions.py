@@ -8,10 +8,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from promql.ast import Aggregate, Binary, Call, Node, NumberLiteral, StringLiteral, Unary, VectorSelector
+from promql.ast import (
+    Aggregate,
+    Binary,
+    Call,
+    Node,
+    NumberLiteral,
+    StringLiteral,
+    Subquery,
+    Unary,
+    VectorSelector,
+)
 from promql.lexer import ExprError
 
 SCALAR, VECTOR, RANGE, STRING = "scalar", "vector", "range", "string"
+# Element-wise math (numpy names in promql.calls) and calendar functions of PromQL.
+MATH = ("ceil", "floor", "exp", "ln", "log2", "log10", "sqrt", "sgn", "acos", "acosh", "asin", "asinh", "atan",
+        "atanh", "cos", "cosh", "sin", "sinh", "tan", "tanh", "deg", "rad")
+CALENDAR = ("day_of_month", "day_of_week", "day_of_year", "days_in_month", "hour", "minute", "month", "year")
 
 
 @dataclass(frozen=True)
@@ -44,6 +58,24 @@ FUNCTIONS: dict[str, Signature] = {
     "scalar": Signature((VECTOR,), SCALAR, doc="the single element's value, else NaN"),
     "vector": Signature((SCALAR,), VECTOR),
     "time": Signature((), SCALAR, doc="evaluation time in seconds"),
+    "label_replace": Signature((VECTOR, STRING, STRING, STRING, STRING), VECTOR),
+    "label_join": Signature((VECTOR, STRING, STRING), VECTOR, variadic=STRING),
+    "deriv": Signature((RANGE,), VECTOR, doc="per-second derivative by simple linear regression"),
+    "predict_linear": Signature((RANGE, SCALAR), VECTOR, doc="linear-regression value t seconds ahead"),
+    "holt_winters": Signature((RANGE, SCALAR, SCALAR), VECTOR, doc="double exponential smoothing (sf, tf)"),
+    "quantile_over_time": Signature((SCALAR, RANGE), VECTOR),
+    "stddev_over_time": Signature((RANGE,), VECTOR),
+    "stdvar_over_time": Signature((RANGE,), VECTOR),
+    "present_over_time": Signature((RANGE,), VECTOR),
+    "absent_over_time": Signature((RANGE,), VECTOR),
+    "sort": Signature((VECTOR,), VECTOR),
+    "sort_desc": Signature((VECTOR,), VECTOR),
+    "round": Signature((VECTOR, SCALAR), VECTOR, min_args=1),
+    "clamp": Signature((VECTOR, SCALAR, SCALAR), VECTOR),
+    "timestamp": Signature((VECTOR,), VECTOR, doc="each sample's timestamp in seconds"),
+    "pi": Signature((), SCALAR),
+    **{name: Signature((VECTOR,), VECTOR) for name in MATH},
+    **{name: Signature((VECTOR,), VECTOR, min_args=0) for name in CALENDAR},
     "group_ratio": Signature(
         (VECTOR,),
         VECTOR,
@@ -61,6 +93,10 @@ def check_types(node: Node) -> str:
         return STRING
     if isinstance(node, VectorSelector):
         return RANGE if node.range_ms is not None else VECTOR
+    if isinstance(node, Subquery):
+        if check_types(node.expr) != VECTOR:
+            raise ExprError("a subquery needs an instant vector expression", node.pos)
+        return RANGE
     if isinstance(node, Unary):
         kind = check_types(node.expr)
         if kind not in (SCALAR, VECTOR):

@@ -83,6 +83,14 @@ def tokenize(text: str) -> list[Token]:
             tokens.append(Token("NUMBER", num.group(), i))
             i = num.end()
             continue
+        if ch == ":" and tokens and tokens[-1].kind in ("DURATION", "LBRACKET") and _in_brackets(tokens):
+            tokens.append(Token("COLON", ":", i))  # a subquery's [range:step]
+            i += 1
+            continue
+        if ch == "@":
+            tokens.append(Token("AT", "@", i))
+            i += 1
+            continue
         ident = _IDENT_RE.match(text, i)
         if ident:
             word = ident.group()
@@ -99,3 +107,15 @@ def tokenize(text: str) -> list[Token]:
             raise ExprError(f"unexpected character {ch!r}", i)
     tokens.append(Token("EOF", "", n))
     return tokens
+
+
+def _in_brackets(tokens: list[Token]) -> bool:
+    depth = 0
+    for tok in reversed(tokens):
+        if tok.kind == "RBRACKET":
+            depth += 1
+        elif tok.kind == "LBRACKET":
+            if depth == 0:
+                return True
+            depth -= 1
+    return False

@@ -9,13 +9,15 @@ Grammar (lowest precedence first)::
     mul     := pow (("*" | "/" | "%") [matching] pow)*
     pow     := unary ("^" [matching] pow)?          (right-associative)
     unary   := "-" unary | postfix
-    postfix := primary ["[" DURATION "]"] ["offset" DURATION]
+    postfix := primary ("[" DURATION [":" [DURATION]] "]" | "offset" ["-"] DURATION | "@" (NUMBER | start() | end()))*
     primary := NUMBER | STRING | "(" expr ")" | AGG [grouping] "(" [param ","] expr ")" [grouping]
              | FUNC "(" args ")" | selector
     matching:= ("on" | "ignoring") "(" labels ")" [("group_left" | "group_right") ["(" labels ")"]]
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from promql.ast import (
     AGGREGATIONS,
@@ -25,6 +27,7 @@ from promql.ast import (
     Node,
     NumberLiteral,
     StringLiteral,
+    Subquery,
     Unary,
     VectorMatching,
     VectorSelector,
@@ -155,20 +158,68 @@ class _Parser:
     # -- operands ----------------------------------------------------------------------------
     def postfix(self) -> Node:
         node = self.primary()
-        if self.peek().kind == "LBRACKET":
-            bracket = self.take()
-            if not isinstance(node, VectorSelector) or node.range_ms is not None:
-                raise ExprError("a range [..] can only follow a metric selector", bracket.pos)
-            dur = self.expect("DURATION", "a duration such as 5m")
+        while True:
+            if self.peek().kind == "LBRACKET":
+                node = self.bracket(node)
+            elif self.is_word("offset"):
+                node = self.offset(node)
+            elif self.peek().kind == "AT":
+                node = self.at(node)
+            else:
+                return node
+
+    def bracket(self, node: Node) -> Node:
+        bracket = self.take()
+        dur = self.expect("DURATION", "a duration such as 5m")
+        range_ms = duration_ms(dur.text, dur.pos)
+        if self.peek().kind == "COLON":  # a subquery
+            self.take()
+            step_ms = 0
+            if self.peek().kind == "DURATION":
+                step = self.take()
+                step_ms = duration_ms(step.text, step.pos)
             self.expect("RBRACKET", "']'")
-            node = VectorSelector(node.pos, node.name, node.matchers, duration_ms(dur.text, dur.pos))
-        if self.is_word("offset"):
-            word = self.take()
-            if not isinstance(node, VectorSelector):
-                raise ExprError("offset can only follow a metric selector", word.pos)
-            dur = self.expect("DURATION", "a duration after offset")
-            node = VectorSelector(node.pos, node.name, node.matchers, node.range_ms, duration_ms(dur.text, dur.pos))
-        return node
+            if isinstance(node, VectorSelector) and node.range_ms is not None or isinstance(node, Subquery):
+                raise ExprError("a subquery needs an instant vector expression, not a range", bracket.pos)
+            return Subquery(node.pos, node, range_ms, step_ms)
+        self.expect("RBRACKET", "']'")
+        if not isinstance(node, VectorSelector) or node.range_ms is not None:
+            raise ExprError("a range [..] can only follow a metric selector (use [range:step] for a subquery)", bracket.pos)
+        if node.offset_ms or node.at is not None:
+            raise ExprError("the range [..] goes before offset and @", bracket.pos)
+        return replace(node, range_ms=range_ms)
+
+    def offset(self, node: Node) -> Node:
+        word = self.take()
+        if not isinstance(node, (VectorSelector, Subquery)):
+            raise ExprError("offset can only follow a metric selector or a subquery", word.pos)
+        if node.offset_ms:
+            raise ExprError("offset given twice", word.pos)
+        sign = 1
+        if self.is_op("-", "+"):
+            sign = -1 if self.take().text == "-" else 1
+        dur = self.expect("DURATION", "a duration after offset")
+        return replace(node, offset_ms=sign * duration_ms(dur.text, dur.pos))
+
+    def at(self, node: Node) -> Node:
+        tok = self.take()
+        if not isinstance(node, (VectorSelector, Subquery)):
+            raise ExprError("@ can only follow a metric selector or a subquery", tok.pos)
+        if node.at is not None:
+            raise ExprError("@ given twice", tok.pos)
+        if self.is_word("start", "end"):
+            which = self.take().text
+            self.expect("LPAREN", f"'(' after {which}")
+            self.expect("RPAREN", "')'")
+            return replace(node, at=which)
+        sign = 1.0
+        if self.is_op("-", "+"):
+            sign = -1.0 if self.take().text == "-" else 1.0
+        num = self.expect("NUMBER", "a unix time, start() or end() after @")
+        value = sign * _number(num)
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ExprError("@ needs a finite time", num.pos)
+        return replace(node, at=int(round(value * 1000)))
 
     def primary(self) -> Node:
         tok = self.peek()
@@ -257,7 +308,7 @@ class _Parser:
                 raise ExprError("grouping given twice", word.pos)
             without = self.take().text == "without"
             grouping = self.label_list()
-        needs_param = op.text in ("quantile", "topk", "bottomk")
+        needs_param = op.text in ("quantile", "topk", "bottomk", "count_values")
         if needs_param and param is None:
             raise ExprError(f"{op.text} needs a parameter: {op.text}(param, vector)", op.pos)
         if not needs_param and param is not None:

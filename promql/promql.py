@@ -16,6 +16,7 @@ from promql.ast import (
     Node,
     NumberLiteral,
     StringLiteral,
+    Subquery,
     Unary,
     VectorMatching,
     VectorSelector,
@@ -45,8 +46,15 @@ def _selector(node: VectorSelector) -> str:
         text += "{" + matchers + "}"
     if node.range_ms is not None:
         text += f"[{_duration(node.range_ms)}]"
-    if node.offset_ms:
-        text += f" offset {_duration(node.offset_ms)}"
+    return text + _modifiers(node.offset_ms, node.at)
+
+
+def _modifiers(offset_ms: int, at: int | str | None) -> str:
+    text = ""
+    if at is not None:
+        text += f" @ {at}()" if isinstance(at, str) else f" @ {at / 1000:.3f}"
+    if offset_ms:
+        text += f" offset {'-' if offset_ms < 0 else ''}{_duration(abs(offset_ms))}"
     return text
 
 
@@ -76,6 +84,11 @@ def to_promql(node: Node) -> str:
         return _selector(node)
     if isinstance(node, Unary):
         return f"-{_operand(node.expr)}"
+    if isinstance(node, Subquery):
+        step = _duration(node.step_ms) if node.step_ms else ""
+        inner = to_promql(node.expr)
+        inner = inner if isinstance(node.expr, (VectorSelector, Call, Aggregate)) else f"({inner})"
+        return f"{inner}[{_duration(node.range_ms)}:{step}]" + _modifiers(node.offset_ms, node.at)
     if isinstance(node, Binary):
         op = node.op + (" bool" if node.return_bool else "")
         return f"{_operand(node.lhs)} {op}{_matching(node.matching)} {_operand(node.rhs)}"

@@ -133,3 +133,88 @@ def irate(seg: Segments) -> Float64Array:
     with np.errstate(invalid="ignore", divide="ignore"):
         out[ok] = dv / dt
     return out
+
+
+def owners(seg: Segments) -> Int64Array:
+    """The series each sample belongs to."""
+    return np.repeat(np.arange(len(seg.counts)), seg.counts)
+
+
+def stat_over_time(fn: str, seg: Segments) -> Float64Array:
+    """stddev_over_time / stdvar_over_time (population, as Prometheus), present_over_time."""
+    n = len(seg.counts)
+    if fn == "present_over_time":
+        return np.where(seg.counts > 0, 1.0, np.nan)
+    own = owners(seg)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.bincount(own, weights=seg.values, minlength=n) / seg.counts
+        var = np.bincount(own, weights=(seg.values - mean[own]) ** 2, minlength=n) / seg.counts
+    var = np.where(seg.counts > 0, var, np.nan)
+    return np.sqrt(var) if fn == "stddev_over_time" else var
+
+
+def quantile_over_time(q: float, seg: Segments) -> Float64Array:
+    out = np.full(len(seg.counts), np.nan)
+    for i in np.flatnonzero(seg.counts > 0).tolist():
+        out[i] = quantile(q, seg.values[seg.starts[i] : seg.starts[i] + seg.counts[i]])
+    return out
+
+
+def quantile(q: float, values: Float64Array) -> float:
+    """Prometheus's quantile: linear interpolation between the closest ranks; -Inf / +Inf
+    outside [0, 1]."""
+    if not len(values):
+        return float("nan")
+    if q < 0:
+        return float("-inf")
+    if q > 1:
+        return float("inf")
+    ordered = np.sort(values)
+    rank = q * (len(ordered) - 1)
+    lower = max(0, int(np.floor(rank)))
+    upper = min(len(ordered) - 1, lower + 1)
+    weight = rank - np.floor(rank)
+    return float(ordered[lower] * (1 - weight) + ordered[upper] * weight)
+
+
+def linear_regression(seg: Segments, intercept_ms: Int64Array) -> tuple[Float64Array, Float64Array]:
+    """Least-squares slope (per second) and intercept at ``intercept_ms`` of every series with
+    2+ samples; a constant series has slope 0 (Prometheus's special case)."""
+    n = len(seg.counts)
+    own = owners(seg)
+    x = (seg.ts - intercept_ms[own]) / 1000.0
+    y = seg.values
+    cnt = seg.counts.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sx = np.bincount(own, weights=x, minlength=n)
+        sy = np.bincount(own, weights=y, minlength=n)
+        sxy = np.bincount(own, weights=x * y, minlength=n)
+        sx2 = np.bincount(own, weights=x * x, minlength=n)
+        slope = (sxy - sx * sy / cnt) / (sx2 - sx * sx / cnt)
+        intercept = sy / cnt - slope * sx / cnt
+    first = np.where(seg.counts > 0, y[np.minimum(seg.starts, max(len(y) - 1, 0))] if len(y) else np.nan, np.nan)
+    high = np.full(n, -np.inf)
+    low = np.full(n, np.inf)
+    if len(y):
+        np.maximum.at(high, own, y)
+        np.minimum.at(low, own, y)
+    constant = (high == low) & np.isfinite(first)
+    slope = np.where(constant, 0.0, slope)
+    intercept = np.where(constant, first, intercept)
+    few = seg.counts < 2
+    return np.where(few, np.nan, slope), np.where(few, np.nan, intercept)
+
+
+def holt_winters(seg: Segments, sf: float, tf: float) -> Float64Array:
+    """Double exponential smoothing as Prometheus 2.x computes it (smoothing factor ``sf``,
+    trend factor ``tf``, both in (0, 1))."""
+    out = np.full(len(seg.counts), np.nan)
+    for i in np.flatnonzero(seg.counts >= 2).tolist():
+        v = seg.values[seg.starts[i] : seg.starts[i] + seg.counts[i]]
+        s0, s1, b = 0.0, float(v[0]), float(v[1] - v[0])
+        for k in range(1, len(v)):
+            if k > 1:
+                b = tf * (s1 - s0) + (1 - tf) * b
+            s0, s1 = s1, sf * float(v[k]) + (1 - sf) * (s1 + b)
+        out[i] = s1
+    return out

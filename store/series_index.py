@@ -163,5 +163,8 @@ class SeriesIndex:
         found.sort()
         return found
 
+    def keys(self) -> list[SeriesKey]:
+        return list(self._keys.values())
+
     def metrics(self) -> list[str]:
         return sorted(name for name, ids in self._by_metric.items() if ids)

@@ -17,7 +17,14 @@ from alerts.notify.api import silences_router
 from alerts.notify.service import Notifier
 from dashboard import mount as mount_dashboard
 from forecast.api import forecast_router
-from infermeter.api import routes_alerts, routes_cost, routes_read, routes_reports, routes_write
+from infermeter.api import (
+    routes_alerts,
+    routes_cost,
+    routes_promql,
+    routes_read,
+    routes_reports,
+    routes_write,
+)
 from infermeter.api.deps import WriterDep, require_writer
 from infermeter.api.params import BadParam
 from infermeter.forecasting import ForecastJob
@@ -100,6 +107,7 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
         return JSONResponse({"status": "success", "targets": targets})
 
     app.include_router(routes_write.router)
+    app.include_router(routes_promql.router)
     app.include_router(routes_read.router)
     app.include_router(routes_alerts.router)
     app.include_router(routes_cost.router)

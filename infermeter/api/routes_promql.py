@@ -1,0 +1,356 @@
+"""Prometheus's HTTP query API, GET and POST (form body), so Grafana's Prometheus datasource
+works pointed at infermeter: query, query_range, series, labels, label values, metadata,
+status/buildinfo and runtimeinfo, query_exemplars and format_query.
+
+Errors have Prometheus's shape: ``{"status": "error", "errorType": ..., "error": ...}`` with
+400 ``bad_data`` (a bad parameter or expression, naming the position), 422 ``execution`` (the
+expression failed while evaluating) and 503 ``timeout``.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
+
+import numpy as np
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from infermeter import __version__
+from infermeter.api.deps import RuntimeDep
+from infermeter.api.legacy_range import legacy_range
+from infermeter.api.params import BadParam, parse_step_ms, parse_time_ms
+from promql import EvalContext, ExprError, Vector
+from promql import parse as parse_expr
+from promql.aggregate import format_value
+from promql.promql import to_promql
+from promql.range_query import QueryTimeout, check_resolution, deadline_after, evaluate_range
+from promql.sources import StoreSource
+from store.durations import parse_duration_ms
+from store.selector_text import SelectorError, parse_selector
+from store.series_index import Selector
+from store.types import SeriesKey
+
+if TYPE_CHECKING:
+    from infermeter.runtime import Runtime
+
+router = APIRouter(prefix="/api/v1", tags=["query"])
+LEGACY = ("fn", "by", "agg", "quantile")  # infermeter's stepped-fold extension of query_range
+STARTED = time.time()
+
+
+Endpoint = Callable[..., Awaitable[Any]]
+
+
+def get_and_post(path: str) -> Callable[[Endpoint], Endpoint]:
+    """Register a route for GET and POST under two operation ids (one OpenAPI entry each)."""
+
+    def register(fn: Endpoint) -> Endpoint:
+        for method in ("GET", "POST"):
+            router.add_api_route(path, fn, methods=[method], operation_id=f"{fn.__name__}_{method.lower()}")
+        return fn
+
+    return register
+
+
+class ApiError(Exception):
+    """An error answered in Prometheus's shape."""
+
+    STATUS = {"bad_data": 400, "execution": 422, "timeout": 503, "internal": 500}
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(message)
+
+    def response(self) -> JSONResponse:
+        body = {"status": "error", "errorType": self.kind, "error": str(self)}
+        return JSONResponse(body, status_code=self.STATUS[self.kind])
+
+
+class Params:
+    """Query parameters and, for POST, the form body (Grafana sends POST by default)."""
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        self.pairs = pairs
+
+    @classmethod
+    async def of(cls, request: Request) -> Params:
+        pairs = list(request.query_params.multi_items())
+        if request.method == "POST":
+            kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            body = (await request.body()).decode("utf-8", "replace")
+            if kind in ("application/x-www-form-urlencoded", "") and body:
+                pairs += parse_qsl(body, keep_blank_values=True)
+        return cls(pairs)
+
+    def get(self, name: str) -> str | None:
+        found = [v for k, v in self.pairs if k == name]
+        return found[-1] if found else None
+
+    def all(self, name: str) -> list[str]:
+        return [v for k, v in self.pairs if k == name]
+
+    def has_any(self, names: tuple[str, ...]) -> bool:
+        return any(k in names for k, _ in self.pairs)
+
+
+def _fmt(value: float) -> str:
+    return format_value(float(value))
+
+
+def _stamp(ms: int) -> float:
+    return ms / 1000
+
+
+def _expression(text: str | None) -> Any:
+    if not text:
+        raise ApiError("bad_data", 'invalid parameter "query": query must not be empty')
+    try:
+        return parse_expr(text)
+    except ExprError as exc:
+        line, col = exc.line_col(text)
+        raise ApiError("bad_data", f'invalid parameter "query": {line}:{col}: parse error: {exc.message}') from None
+
+
+def _time(params: Params, name: str, now: int, default: int | None) -> int:
+    try:
+        return parse_time_ms(name, params.get(name), now, default)
+    except BadParam as exc:
+        raise ApiError("bad_data", f'invalid parameter "{name}": {exc}') from None
+
+
+def _timeout(params: Params, runtime: Runtime) -> float:
+    limit: float = runtime.settings.query.timeout / 1000
+    text = params.get("timeout")
+    if text:
+        try:
+            asked = float(text) if text.replace(".", "", 1).isdigit() else parse_duration_ms(text) / 1000
+        except ValueError:
+            raise ApiError("bad_data", f'invalid parameter "timeout": cannot parse {text!r} to a valid duration') from None
+        limit = min(limit, asked)
+    return limit
+
+
+async def _run(fn: Any, *args: Any) -> Any:
+    try:
+        return await run_in_threadpool(fn, *args)
+    except QueryTimeout as exc:
+        raise ApiError("timeout", f"query timed out in expression evaluation: {exc}") from None
+    except ExprError as exc:
+        raise ApiError("execution", exc.message) from None
+
+
+def _vector_json(value: Any, at_ms: int) -> dict[str, Any]:
+    if isinstance(value, Vector):
+        result = [{"metric": dict(labels), "value": [_stamp(at_ms), _fmt(v)]}
+                  for labels, v in zip(value.labels, value.values.tolist())]
+        return {"resultType": "vector", "result": result}
+    if isinstance(value, str):
+        return {"resultType": "string", "result": [_stamp(at_ms), value]}
+    return {"resultType": "scalar", "result": [_stamp(at_ms), _fmt(float(value))]}
+
+
+@get_and_post("/query")
+async def query(request: Request, runtime: RuntimeDep) -> Any:
+    """Instant query: full PromQL (``query``) at ``time`` (default now); ``timeout``."""
+    try:
+        params = await Params.of(request)
+        node = _expression(params.get("query"))
+        now = runtime.clock.now_ms()
+        at = _time(params, "time", now, now)
+        settings = runtime.settings.query
+        ctx = EvalContext(StoreSource(runtime.reader), at, settings.lookback_delta,
+                          subquery_step_ms=settings.subquery_step, deadline=deadline_after(_timeout(params, runtime)))
+        value = await _run(ctx.evaluate, node)
+        return {"status": "success", "data": _vector_json(value, at)}
+    except ApiError as exc:
+        return exc.response()
+
+
+@get_and_post("/query_range")
+async def query_range(request: Request, runtime: RuntimeDep) -> Any:
+    """Range query: PromQL evaluated at ``start + k*step`` up to and including ``end``, as
+    Prometheus does (lookback ``query.lookback_delta``, staleness markers honoured, at most
+    11,000 points per series). With ``fn`` / ``by`` / ``agg`` / ``quantile`` instead, the older
+    infermeter extension: a selector folded per step in the store (rollups where they serve)."""
+    try:
+        params = await Params.of(request)
+        if params.has_any(LEGACY):
+            return await legacy_range(runtime, params)
+        node = _expression(params.get("query"))
+        now = runtime.clock.now_ms()
+        start = _time(params, "start", now, None)
+        end = _time(params, "end", now, None)
+        try:
+            step = parse_step_ms("step", params.get("step"), 0)
+        except BadParam as exc:
+            raise ApiError("bad_data", f'invalid parameter "step": {exc}') from None
+        try:
+            check_resolution(start, end, step)
+        except ExprError as exc:
+            raise ApiError("bad_data", exc.message) from None
+        settings = runtime.settings.query
+        matrix = await _run(
+            lambda: evaluate_range(node, StoreSource(runtime.reader), start, end, step, lookback_ms=settings.lookback_delta,
+                                   subquery_step_ms=settings.subquery_step,
+                                   deadline=deadline_after(_timeout(params, runtime)))
+        )
+        result = [{"metric": dict(s.labels), "values": [[_stamp(t), _fmt(v)] for t, v in zip(s.ts_ms.tolist(), s.values.tolist())]}
+                  for s in matrix]
+        return {"status": "success", "data": {"resultType": "matrix", "result": result}}
+    except ApiError as exc:
+        return exc.response()
+
+
+def _selectors(params: Params, required: bool) -> list[Selector]:
+    texts = params.all("match[]")
+    if required and not texts:
+        raise ApiError("bad_data", "no match[] parameter provided")
+    out = []
+    for text in texts:
+        try:
+            out.append(parse_selector(text))
+        except SelectorError as exc:
+            raise ApiError("bad_data", f'invalid parameter "match[]": {exc}') from None
+    return out
+
+
+def _matching(runtime: Runtime, params: Params, required: bool) -> list[dict[str, str]] | None:
+    """The label sets of the series any ``match[]`` selects (None without match[]); with
+    ``start``/``end``, only series that have samples in that range."""
+    selectors = _selectors(params, required)
+    if not selectors:
+        return None
+    now = runtime.clock.now_ms()
+    start = _time(params, "start", now, -(1 << 62))
+    end = _time(params, "end", now, 1 << 62)
+    bounded = params.get("start") is not None or params.get("end") is not None
+    seen: dict[int, dict[str, str]] = {}
+    for sel in selectors:
+        found = runtime.reader.select(sel)
+        if bounded and found:
+            flat = runtime.reader.raw_flat(sel, max(start, 0), end)
+            live = {sid for (sid, _), n in zip(flat.found, np.asarray(flat.counts).tolist()) if n > 0}
+            found = [(sid, key) for sid, key in found if sid in live]
+        for sid, key in found:
+            seen[sid] = {"__name__": key.name, **key.labels_dict()}
+    return [seen[sid] for sid in sorted(seen)]
+
+
+@get_and_post("/series")
+async def series(request: Request, runtime: RuntimeDep) -> Any:
+    """Label sets of the series matching any ``match[]`` (``start``/``end`` narrow them)."""
+    try:
+        params = await Params.of(request)
+        found = await run_in_threadpool(_matching, runtime, params, True)
+        return {"status": "success", "data": found}
+    except ApiError as exc:
+        return exc.response()
+
+
+def _all_keys(runtime: Runtime) -> list[SeriesKey]:
+    with runtime.store.lock:
+        return runtime.store.index.keys()
+
+
+@get_and_post("/labels")
+async def labels(request: Request, runtime: RuntimeDep) -> Any:
+    """Every label name (of the series ``match[]`` selects, when given), sorted."""
+    try:
+        params = await Params.of(request)
+        found = await run_in_threadpool(_matching, runtime, params, False)
+        if found is None:
+            names = {"__name__"} | {name for key in await run_in_threadpool(_all_keys, runtime) for name, _ in key.labels}
+        else:
+            names = {name for labels in found for name in labels}
+        return {"status": "success", "data": sorted(names)}
+    except ApiError as exc:
+        return exc.response()
+
+
+@router.get("/label/{name}/values")
+async def label_values(name: str, request: Request, runtime: RuntimeDep) -> Any:
+    """Every value of label ``name`` (``__name__``: metric names), of the series ``match[]``
+    selects when given, sorted."""
+    try:
+        params = await Params.of(request)
+        found = await run_in_threadpool(_matching, runtime, params, False)
+        if found is None:
+            if name == "__name__":
+                with runtime.store.lock:
+                    values = set(runtime.store.index.metrics())
+            else:
+                values = {key.get(name) for key in await run_in_threadpool(_all_keys, runtime)} - {""}
+        else:
+            values = {labels.get(name, "") for labels in found} - {""}
+        return {"status": "success", "data": sorted(values)}
+    except ApiError as exc:
+        return exc.response()
+
+
+@router.get("/metadata")
+async def metadata(runtime: RuntimeDep, metric: str | None = None, limit: int | None = None) -> Any:
+    """Type, help and unit per metric name: the canonical set's (collector/mapping/canonical.py)
+    and infermeter's own, for the names the store holds."""
+    from collector.mapping.canonical import CANONICAL
+
+    with runtime.store.lock:
+        stored = set(runtime.store.index.metrics())
+    data: dict[str, list[dict[str, str]]] = {}
+    for family, meta in sorted(CANONICAL.items()):
+        present = family in stored or (meta.type == "histogram" and f"{family}_bucket" in stored)
+        if present and (metric is None or metric == family):
+            data[family] = [{"type": meta.type, "help": meta.help, "unit": meta.unit}]
+    if limit is not None and limit >= 0:
+        data = dict(list(data.items())[:limit])
+    return {"status": "success", "data": data}
+
+
+@router.get("/status/buildinfo")
+async def buildinfo() -> dict[str, Any]:
+    """What Grafana reads to pick its query features: a Prometheus 2.42-compatible API."""
+    return {"status": "success", "data": {
+        "version": "2.42.0", "revision": f"infermeter-{__version__}", "branch": "infermeter",
+        "buildUser": "infermeter", "buildDate": "", "goVersion": f"python{platform.python_version()}",
+        "application": "infermeter", "infermeterVersion": __version__,
+    }}
+
+
+@router.get("/status/runtimeinfo")
+async def runtimeinfo(runtime: RuntimeDep) -> dict[str, Any]:
+    with runtime.store.lock:
+        series_count = len(runtime.store.index)
+    return {"status": "success", "data": {
+        "startTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(STARTED)), "CWD": "", "reloadConfigSuccess": True,
+        "lastConfigTime": "", "corruptionCount": 0, "goroutineCount": 0, "GOMAXPROCS": 0, "GOGC": "",
+        "GODEBUG": "", "storageRetention": "", "seriesCount": series_count, "pythonVersion": sys.version.split()[0],
+    }}
+
+
+@get_and_post("/query_exemplars")
+async def query_exemplars(request: Request) -> Any:
+    """Exemplars are not stored: an empty result (what Prometheus answers without any)."""
+    try:
+        params = await Params.of(request)
+        _expression(params.get("query"))
+        return {"status": "success", "data": []}
+    except ApiError as exc:
+        return exc.response()
+
+
+@get_and_post("/format_query")
+async def format_query(request: Request) -> Any:
+    """The expression, parsed and printed back in canonical form."""
+    try:
+        params = await Params.of(request)
+        return {"status": "success", "data": to_promql(_expression(params.get("query")))}
+    except ApiError as exc:
+        return exc.response()
+
+
+__all__ = ["router", "ApiError", "Params"]

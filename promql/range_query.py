@@ -1,0 +1,158 @@
+"""Range queries with Prometheus's semantics: the expression is evaluated as an instant query at
+every ``start + k * step`` up to and including ``end``, and the values of each label set form
+one series of the matrix, sorted by labels.
+
+Each selector's samples are read once for the whole range (the widest window the query needs)
+and sliced per step in memory, so a 240-step query costs one store read per selector, not 240.
+Subqueries share their inner evaluations between steps (their steps are absolute times).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from promql.evaluate import (
+    DEFAULT_LOOKBACK_MS,
+    DEFAULT_SUBQUERY_STEP_MS,
+    EvalContext,
+    Fetched,
+    SampleSource,
+    Value,
+)
+from promql.lexer import ExprError
+from promql.range_funcs import Segments
+from promql.vector import Labels, Vector
+from store.series_index import Matcher
+from store.types import Float64Array, Int64Array
+
+MAX_POINTS_PER_SERIES = 11_000  # Prometheus's limit on (end - start) / step
+
+
+class QueryTimeout(Exception):
+    """The query ran past its deadline."""
+
+
+def deadline_after(seconds: float | None, clock: Callable[[], float] = time.monotonic) -> Callable[[], None] | None:
+    """A check that raises :class:`QueryTimeout` once ``seconds`` have passed (None: no limit)."""
+    if seconds is None:
+        return None
+    limit = clock() + seconds
+
+    def check() -> None:
+        if clock() > limit:
+            raise QueryTimeout(f"query timed out after {seconds:g}s")
+
+    return check
+
+
+@dataclass(frozen=True)
+class Series:
+    labels: Labels
+    ts_ms: Int64Array
+    values: Float64Array
+
+
+class _Window:
+    """One selector's samples over [lo, hi], sliced per step."""
+
+    def __init__(self, lo: int, hi: int, fetched: Fetched) -> None:
+        self.lo, self.hi = lo, hi
+        self.labels = fetched.labels
+        seg = fetched.seg
+        self.seg = seg
+        owner = np.repeat(np.arange(len(seg.counts), dtype=np.int64), seg.counts)
+        # one sorted key for every sample: series, then time -- one searchsorted finds every
+        # series' slice at once
+        self._base = lo - 1
+        self._key = owner * (1 << 42) + (seg.ts - self._base)
+
+    def slice(self, start_ms: int, end_ms: int) -> Fetched:
+        """Samples in (start, end], as :meth:`SampleSource.fetch` returns them."""
+        seg = self.seg
+        n = len(seg.counts)
+        ids = np.arange(n, dtype=np.int64) * (1 << 42)
+        lo = np.searchsorted(self._key, ids + (start_ms - self._base), side="right")
+        hi = np.searchsorted(self._key, ids + (end_ms - self._base), side="right")
+        counts = (hi - lo).astype(np.int64)
+        starts = np.zeros(n, np.int64)
+        if n > 1:
+            np.cumsum(counts[:-1], out=starts[1:])
+        total = int(counts.sum())
+        gather = np.repeat(lo - starts, counts) + np.arange(total, dtype=np.int64)
+        return Fetched(self.labels, Segments(seg.ts[gather], seg.values[gather], starts, counts))
+
+
+class PreloadedSource:
+    """Reads each selector once over the whole query and serves every step from memory."""
+
+    def __init__(self, source: SampleSource, span_ms: int) -> None:
+        self.source = source
+        self.span_ms = span_ms  # how far the later steps reach past the first
+        self._windows: dict[tuple[str | None, tuple[Matcher, ...]], _Window] = {}
+
+    def fetch(self, name: str | None, matchers: tuple[Matcher, ...], start_ms: int, end_ms: int) -> Fetched:
+        key = (name, matchers)
+        window = self._windows.get(key)
+        if window is None or start_ms < window.lo or end_ms > window.hi:
+            lo = start_ms if window is None else min(start_ms, window.lo)
+            hi = max(end_ms + self.span_ms, window.hi if window is not None else end_ms)
+            window = self._windows[key] = _Window(lo, hi, self.source.fetch(name, matchers, lo, hi))
+        return window.slice(start_ms, end_ms)
+
+
+def check_resolution(start_ms: int, end_ms: int, step_ms: int) -> None:
+    if step_ms <= 0:
+        raise ExprError("zero or negative query resolution step widths are not accepted. Try a positive integer", 0)
+    if end_ms < start_ms:
+        raise ExprError("end timestamp must not be before start time", 0)
+    if (end_ms - start_ms) // step_ms > MAX_POINTS_PER_SERIES:
+        raise ExprError(
+            f"exceeded maximum resolution of {MAX_POINTS_PER_SERIES:,} points per timeseries. "
+            "Try decreasing the query resolution (?step=XX)", 0,
+        )
+
+
+def evaluate_range(
+    node: object,
+    source: SampleSource,
+    start_ms: int,
+    end_ms: int,
+    step_ms: int,
+    *,
+    lookback_ms: int = DEFAULT_LOOKBACK_MS,
+    subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
+    deadline: Callable[[], None] | None = None,
+) -> list[Series]:
+    """The matrix of ``node`` over [start, end] every ``step`` (a scalar expression gives one
+    series without labels). Raises ExprError for a string expression or a bad resolution."""
+    from promql.ast import Node
+
+    assert isinstance(node, Node)
+    check_resolution(start_ms, end_ms, step_ms)
+    preloaded = PreloadedSource(source, end_ms - start_ms)
+    base = EvalContext(preloaded, start_ms, lookback_ms, start_ms=start_ms, end_ms=end_ms,
+                       subquery_step_ms=subquery_step_ms, deadline=deadline)
+    points: dict[Labels, tuple[list[int], list[float]]] = {}
+    for t in range(start_ms, end_ms + 1, step_ms):
+        if deadline is not None:
+            deadline()
+        value: Value = base.at(t).evaluate(node)
+        if isinstance(value, str):
+            raise ExprError("a string expression cannot be evaluated over a range", node.pos)
+        if isinstance(value, Vector):
+            if len(set(value.labels)) != len(value.labels):
+                raise ExprError("vector cannot contain metrics with the same labelset", node.pos)
+            for labels, v in zip(value.labels, value.values.tolist()):
+                ts, vs = points.setdefault(labels, ([], []))
+                ts.append(t)
+                vs.append(v)
+        else:
+            ts, vs = points.setdefault((), ([], []))
+            ts.append(t)
+            vs.append(float(value))
+    return [Series(lab, np.asarray(points[lab][0], np.int64), np.asarray(points[lab][1], np.float64))
+            for lab in sorted(points)]

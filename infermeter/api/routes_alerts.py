@@ -56,18 +56,22 @@ async def alerts(runtime: RuntimeDep, _auth: ReaderDep) -> dict[str, Any]:
 
 
 @router.get("/rules")
-async def rules(runtime: RuntimeDep, _auth: ReaderDep) -> dict[str, Any]:
-    """Rule groups with each rule's health, last error and evaluation time."""
+async def rules(runtime: RuntimeDep, _auth: ReaderDep, type: str | None = None) -> dict[str, Any]:  # noqa: A002
+    """Rule groups with each rule's health, last error and evaluation time, in the shape of
+    Prometheus's /api/v1/rules (Grafana's alerting view reads it); ``type=alert|record``."""
     engine = _alerting(runtime).rules
     active: dict[str, list[dict[str, Any]]] = {}
     for rule, inst in engine.active():
         active.setdefault(rule.key, []).append(
-            {"labels": inst.labels, "state": inst.state, "activeAt": _rfc3339(inst.active_at_ms), "value": _value(inst.value)}
+            {"labels": inst.labels, "annotations": inst.annotations, "state": inst.state,
+             "activeAt": _rfc3339(inst.active_at_ms), "value": _value(inst.value)}
         )
     groups = []
     for group in engine.groups:
         items = []
         for rule in group.rules:
+            if type in ("alert", "record") and (rule.kind == "alert") != (type == "alert"):
+                continue
             health = engine.health.get(rule.key)
             item: dict[str, Any] = {
                 "name": rule.name,

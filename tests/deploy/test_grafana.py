@@ -92,9 +92,35 @@ def _federated() -> re.Pattern[str]:
 def test_datasource_provisioning() -> None:
     data = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "prometheus.yml").read_text())
     assert data["apiVersion"] == 1
-    (ds,) = data["datasources"]
-    assert (ds["type"], ds["uid"], ds["url"], ds["access"], ds["isDefault"]) == (
+    prom, ours = data["datasources"]
+    assert (prom["type"], prom["uid"], prom["url"], prom["access"], prom["isDefault"]) == (
         "prometheus", "prometheus", "http://prometheus:9090", "proxy", True)
+    assert (ours["type"], ours["uid"], ours["url"], ours["jsonData"]["httpMethod"]) == (
+        "prometheus", "infermeter", "http://infermeter:8000", "POST")
+
+
+def test_every_query_runs_on_infermeter_directly(tmp_path: Path) -> None:
+    """The infermeter datasource: every panel and variable query answers 200 from the service's
+    own API, by POST as Grafana sends it."""
+    from infermeter import db
+    from infermeter.settings import GpuSettings, Settings, StoreSettings
+    from store import create_store_engine
+    from store.clock import ManualClock
+    from tests.service import serve
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    engine = create_store_engine(url)
+    db.upgrade(engine)
+    engine.dispose()
+    problems = []
+    with serve(Settings(store=StoreSettings(url=url), gpu=GpuSettings(nvml="off")), ManualClock(1_800_000_000_000)) as (base, _):
+        with httpx.Client(base_url=base, timeout=30) as client:
+            for name, title, expr in _exprs():
+                form = {"query": concrete(expr), "start": "1799996400", "end": "1800000000", "step": "60"}
+                reply = client.post("/api/v1/query_range", data=form)
+                if reply.status_code != 200 or reply.json().get("status") != "success":
+                    problems.append(f"{name} / {title}: {reply.status_code} {reply.text[:200]}")
+    assert not problems, "\n".join(problems)
 
 
 def test_dashboard_provider() -> None:

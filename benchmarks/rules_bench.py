@@ -43,12 +43,10 @@ from prometheus_client import CollectorRegistry
 from alerts.defaults import default_rule_groups
 from alerts.engine import RuleEngine
 from alerts.export import export_yaml
-from promql.sources import StoreSource
 from benchmarks._common import (
     Target,
     add_repeats,
     bench_parser,
-    free_port,
     scratch_dir,
     section,
     skipped,
@@ -57,9 +55,11 @@ from benchmarks._common import (
 from benchmarks.rules_fleet import STEP_MS, build_fleet, values_at
 from benchmarks.scrape_measure import ensure_prometheus
 from infermeter import db
+from promql.sources import StoreSource
 from store import ManualClock, StoreOptions, TimeSeriesStore, create_store_engine
 from store.reader import Reader
 from store.types import SampleBatch
+from tests.prometheus_blocks import prometheus
 
 DAY_MS = 86_400_000
 
@@ -133,22 +133,8 @@ def run_prometheus(
     ``readings`` times, each after a new evaluation; the alerts active at the first reading and
     the time of that reading's latest evaluation (s)."""
     (work / "rules.yml").write_text(rules_text)
-    (work / "prometheus.yml").write_text("global:\n  evaluation_interval: 30s\nrule_files: [rules.yml]\n")
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={blocks}",
-         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=30d", "--log.level=warn"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/-/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
+    config = "global:\n  evaluation_interval: 30s\nrule_files: [rules.yml]\n"
+    with prometheus(blocks, work, config, ready_timeout_s=120) as base:
         time.sleep(settle_s)  # every group evaluated at least twice
         durations: list[dict[str, float]] = []
         seen = 0.0
@@ -174,9 +160,6 @@ def run_prometheus(
                     for a in alerts
                 }
         return durations, active, first_eval
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def find_prometheus() -> tuple[str, str] | None:

@@ -14,8 +14,7 @@ from promql.vector import Labels, Vector, group_index, grouping_keys
 def apply(node: Aggregate, vec: Vector, param: object) -> Vector:
     if not len(vec):
         return Vector.empty()
-    keys = grouping_keys(vec.labels, node.grouping, node.without)
-    ids, groups = group_index(keys)
+    ids, groups = _groups(vec.labels, node.grouping, node.without)
     n = len(groups)
     values = vec.values
     if node.op in ("topk", "bottomk"):
@@ -49,6 +48,24 @@ def apply(node: Aggregate, vec: Vector, param: object) -> Vector:
             var = np.bincount(ids, weights=(values - mean[ids]) ** 2, minlength=n) / counts
             return Vector(groups, np.sqrt(var) if node.op == "stddev" else var)
     raise ExprError(f"aggregation {node.op} is not implemented", node.pos)
+
+
+# A range query aggregates the same series at every step: their groups are worked out once.
+# Keyed by the identity of the label tuples, which the cached entry keeps alive (so an id
+# cannot be reused by another tuple while the entry exists).
+_GROUPS: dict[tuple[object, ...], tuple[list[Labels], np.ndarray, list[Labels]]] = {}
+
+
+def _groups(labels: list[Labels], grouping: tuple[str, ...], without: bool) -> tuple[np.ndarray, list[Labels]]:
+    key = (grouping, without, *map(id, labels))
+    found = _GROUPS.get(key)
+    if found is not None and len(found[0]) == len(labels):
+        return found[1], found[2]
+    ids, groups = group_index(grouping_keys(labels, grouping, without))
+    if len(_GROUPS) >= 64:
+        _GROUPS.clear()
+    _GROUPS[key] = (list(labels), ids, groups)
+    return ids, groups
 
 
 def _top(node: Aggregate, vec: Vector, ids: np.ndarray, param: object) -> Vector:

@@ -36,10 +36,24 @@ class Vector:
         return [(dict(lab), float(v)) for lab, v in zip(self.labels, self.values.tolist())]
 
 
+# drop_name's answers by the identity of the label tuple (the entry keeps the tuple alive, so
+# its id cannot be reused): a range query drops the name of the same series at every step, and
+# the same result tuple lets later stages recognise the same series by identity.
+_DROPPED: dict[int, tuple[Labels, Labels]] = {}
+
+
 def drop_name(labels: Labels) -> Labels:
-    if labels and labels[0][0] == NAME:  # "__name__" sorts before every legal label name
-        return labels[1:]
-    return tuple(p for p in labels if p[0] != NAME)
+    hit = _DROPPED.get(id(labels))
+    if hit is not None and hit[0] is labels:
+        return hit[1]
+    if labels and labels[0][0] == NAME:  # "__name__" sorts before lower-case label names
+        out = labels[1:]
+    else:
+        out = tuple(p for p in labels if p[0] != NAME)
+    if len(_DROPPED) >= 1_000_000:
+        _DROPPED.clear()
+    _DROPPED[id(labels)] = (labels, out)
+    return out
 
 
 def keep_only(labels: Labels, names: Iterable[str]) -> Labels:

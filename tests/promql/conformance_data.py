@@ -5,9 +5,7 @@ shaped like real exporters'."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 
@@ -61,22 +59,3 @@ def series(t0_ms: int) -> Iterator[tuple[SeriesKey, np.ndarray, np.ndarray]]:
     # a counter that first appears mid-way at a non-zero value
     late = n // 3
     yield SeriesKey.of("demo_errors_total", job="node", instance=INSTANCES[0]), ts[late:], 7 + np.floor(minutes[late:] / 10)
-
-
-def write_openmetrics(t0_ms: int, path: Path) -> None:
-    by_name: dict[str, list[tuple[SeriesKey, np.ndarray, np.ndarray]]] = {}
-    for key, ts, values in series(t0_ms):
-        by_name.setdefault(key.name, []).append((key, ts, values))
-    with path.open("w") as out:
-        for name, members in by_name.items():
-            out.write(f"# TYPE {name} gauge\n")  # untyped names need no suffix rules
-            for key, ts, values in members:
-                text = key.canonical()
-                out.write("".join(f"{text} {_om(v)} {t / 1000:.3f}\n" for t, v in zip(ts.tolist(), values.tolist())))
-        out.write("# EOF\n")
-
-
-def _om(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    return repr(float(value))

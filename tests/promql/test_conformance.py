@@ -8,8 +8,6 @@ expression outside KNOWN differs."""
 from __future__ import annotations
 
 import math
-import shutil
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -23,9 +21,11 @@ from infermeter import db
 from infermeter.settings import GpuSettings, Settings, StoreSettings
 from store import SampleBatch, StoreOptions, TimeSeriesStore, create_store_engine
 from store.clock import ManualClock
-from tests.promql.conformance_data import HOURS, series, write_openmetrics
+from tests.prometheus_blocks import backfill, write_openmetrics
+from tests.prometheus_blocks import prometheus as prometheus_on
+from tests.promql.conformance_data import HOURS, series
 from tests.promql.corpus import corpus
-from tests.service import free_port, serve
+from tests.service import serve
 
 HOUR_MS = 3_600_000
 # Expressions whose answers differ from Prometheus 2.42's, with the reason (README "PromQL").
@@ -40,39 +40,12 @@ def t0() -> int:
 
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory: pytest.TempPathFactory, t0: int) -> Iterator[str]:
-    binary, promtool = shutil.which("prometheus"), shutil.which("promtool")
-    assert binary and promtool, "prometheus and promtool (Debian package prometheus) are installed by the test setup"
     work = tmp_path_factory.mktemp("prometheus")
     om = work / "data.om"
-    write_openmetrics(t0, om)
-    blocks = work / "tsdb"
-    done = subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(om), str(blocks)],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    (work / "prometheus.yml").write_text("global:\n  evaluation_interval: 1m\n")
-    port = free_port()
-    proc = subprocess.Popen(
-        [binary, f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={blocks}",
-         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=30d", "--log.level=warn"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/-/ready", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.3)
+    write_openmetrics(series(t0), om)
+    backfill(om, work / "tsdb")
+    with prometheus_on(work / "tsdb", work) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ ENV PYTHONUNBUFFERED=1 \
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY store store
+COPY promql promql
 COPY collector collector
 COPY cost cost
 COPY alerts alerts

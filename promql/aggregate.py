@@ -95,9 +95,11 @@ def _count_values(node: Aggregate, vec: Vector, label: str) -> Vector:
 
 def format_value(value: float) -> str:
     """A float as Go's strconv.FormatFloat(v, 'f', -1, 64) writes it."""
-    if np.isnan(value):
+    text = repr(value)
+    if "e" not in text and "n" not in text:  # the common case: repr is already positional
+        return text[:-2] if text.endswith(".0") else text
+    if value != value:
         return "NaN"
-    if np.isinf(value):
+    if value in (float("inf"), float("-inf")):
         return "+Inf" if value > 0 else "-Inf"
-    text = np.format_float_positional(value, unique=True, trim="-")
-    return text
+    return np.format_float_positional(value, unique=True, trim="-")

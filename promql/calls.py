@@ -71,12 +71,27 @@ def label_replace(vec: Vector, dst: str, replacement: str, src: str, regex: str,
     if not _LABEL_NAME.match(dst):
         raise ExprError(f"invalid destination label name in label_replace(): {dst}", pos)
     out = []
+    rule = (dst, replacement, src, regex)
     for labels in vec.labels:
+        # a range query rewrites the same series at every step: once per label tuple
+        hit = _REPLACED.get((id(labels), rule))
+        if hit is not None and hit[0] is labels:
+            out.append(hit[1])
+            continue
         value = dict(labels).get(src, "")
         match = pattern.fullmatch(value)
-        out.append(_set_label(labels, dst, _expand(match, replacement)) if match else labels)
+        new = _set_label(labels, dst, _expand(match, replacement)) if match else labels
+        if len(_REPLACED) >= 500_000:
+            _REPLACED.clear()
+        _REPLACED[(id(labels), rule)] = (labels, new)
+        out.append(new)
     _check_unique(out, pos)
     return Vector(out, vec.values)
+
+
+# label_replace's results by (identity of the input tuple, the rewrite); the entry keeps the
+# input alive, so its id cannot be reused meanwhile.
+_REPLACED: dict[tuple[int, tuple[str, str, str, str]], tuple[Labels, Labels]] = {}
 
 
 def label_join(vec: Vector, dst: str, sep: str, srcs: list[str], pos: int) -> Vector:

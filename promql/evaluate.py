@@ -39,7 +39,7 @@ from promql.range_funcs import (
     quantile_over_time,
     stat_over_time,
 )
-from promql.vector import NAME, Labels, Vector, drop_name, group_index, keep_only
+from promql.vector import NAME, Labels, Vector, drop_name, drop_names, group_index, keep_only
 from store.quantile import bucket_quantile, parse_le
 from store.series_index import Matcher
 from store.types import is_stale_marker
@@ -153,6 +153,11 @@ class EvalContext:
         """The newest sample of each series in [t - lookback, t] (both ends included, as in
         Prometheus 2.x), and its timestamp."""
         end = self._time(sel.at) - sel.offset_ms
+        latest = getattr(self.source, "latest", None)
+        found = latest(sel.name, sel.matchers, end, self.lookback_ms) if latest is not None else None
+        if found is not None:  # a range query's source answers every step at once
+            labels, values, stamps = found
+            return Vector(labels, values), stamps
         fetched = self._fetch(sel, end - self.lookback_ms - 1, end)
         seg = fetched.seg
         has = np.flatnonzero(seg.counts > 0)
@@ -277,10 +282,12 @@ class EvalContext:
         else:
             values = over_time(fn, seg)
         keep = ~np.isnan(values) if fn not in ("deriv", "predict_linear", "holt_winters") else seg.counts >= 2
-        rows = np.flatnonzero(keep).tolist()
         # last_over_time acts like an offset and keeps the metric name (Prometheus 2.x)
         named = fn == "last_over_time" and isinstance(range_arg, VectorSelector)
-        return Vector([labels[i] if named else drop_name(labels[i]) for i in rows], values[keep])
+        out = labels if named else drop_names(labels)
+        if keep.all():
+            return Vector(out, values)
+        return Vector([out[i] for i in np.flatnonzero(keep).tolist()], values[keep])
 
     def _eval_time(self, node: Node) -> int:
         """The time a range argument is evaluated at (predict_linear's intercept time)."""

@@ -27,7 +27,7 @@ from promql.lexer import ExprError
 from promql.range_funcs import Segments
 from promql.vector import Labels, Vector
 from store.series_index import Matcher
-from store.types import Float64Array, Int64Array
+from store.types import Float64Array, Int64Array, is_stale_marker
 
 MAX_POINTS_PER_SERIES = 11_000  # Prometheus's limit on (end - start) / step
 
@@ -70,6 +70,23 @@ class _Window:
         self._base = lo - 1
         self._key = owner * (1 << 42) + (seg.ts - self._base)
 
+    def newest(self, ends: Int64Array, lookback_ms: int) -> np.ndarray:
+        """[series, end] -> index of the newest sample in [end - lookback, end], -1 when there
+        is none or it is a staleness marker."""
+        seg = self.seg
+        n = len(seg.counts)
+        ids = (np.arange(n, dtype=np.int64) * (1 << 42))[:, None]
+        last = np.searchsorted(self._key, ids + (ends[None, :] - self._base), side="right") - 1
+        own_start = seg.starts[:, None]
+        ok = last >= own_start
+        safe = np.where(ok, last, 0)
+        if len(seg.ts):
+            ok &= seg.ts[safe] >= (ends[None, :] - lookback_ms)
+            ok &= ~is_stale_marker(seg.values[safe])
+        else:
+            ok &= False
+        return np.where(ok, last, -1)
+
     def slice(self, start_ms: int, end_ms: int) -> Fetched:
         """Samples in (start, end], as :meth:`SampleSource.fetch` returns them."""
         seg = self.seg
@@ -87,21 +104,49 @@ class _Window:
 
 
 class PreloadedSource:
-    """Reads each selector once over the whole query and serves every step from memory."""
+    """Reads each selector once over the whole query and serves every step from memory.
 
-    def __init__(self, source: SampleSource, span_ms: int) -> None:
+    ``latest`` answers an instant selector for every step at once: the newest sample at or
+    before each step time (one vectorised search over all series and steps), so a step costs
+    a column lookup instead of a slice of every series."""
+
+    def __init__(self, source: SampleSource, span_ms: int, step_ms: int = 0) -> None:
         self.source = source
         self.span_ms = span_ms  # how far the later steps reach past the first
+        self.step_ms = step_ms
         self._windows: dict[tuple[str | None, tuple[Matcher, ...]], _Window] = {}
+        self._latest: dict[tuple[object, ...], tuple[int, np.ndarray, _Window]] = {}
 
-    def fetch(self, name: str | None, matchers: tuple[Matcher, ...], start_ms: int, end_ms: int) -> Fetched:
+    def _window(self, name: str | None, matchers: tuple[Matcher, ...], start_ms: int, end_ms: int) -> _Window:
         key = (name, matchers)
         window = self._windows.get(key)
         if window is None or start_ms < window.lo or end_ms > window.hi:
             lo = start_ms if window is None else min(start_ms, window.lo)
             hi = max(end_ms + self.span_ms, window.hi if window is not None else end_ms)
             window = self._windows[key] = _Window(lo, hi, self.source.fetch(name, matchers, lo, hi))
-        return window.slice(start_ms, end_ms)
+        return window
+
+    def fetch(self, name: str | None, matchers: tuple[Matcher, ...], start_ms: int, end_ms: int) -> Fetched:
+        return self._window(name, matchers, start_ms, end_ms).slice(start_ms, end_ms)
+
+    def latest(
+        self, name: str | None, matchers: tuple[Matcher, ...], end_ms: int, lookback_ms: int
+    ) -> tuple[list[Labels], Float64Array, Int64Array] | None:
+        """(labels, value, timestamp) of each series' newest sample in [end - lookback, end]
+        that is not a staleness marker; None when this source has no step grid."""
+        if self.step_ms <= 0:
+            return None
+        key = (name, matchers, lookback_ms, end_ms % self.step_ms)
+        found = self._latest.get(key)
+        if found is None or end_ms < found[0] or (end_ms - found[0]) // self.step_ms >= found[1].shape[1]:
+            window = self._window(name, matchers, end_ms - lookback_ms - 1, end_ms + self.span_ms)
+            ends = end_ms + np.arange(self.span_ms // self.step_ms + 1, dtype=np.int64) * self.step_ms
+            found = self._latest[key] = (end_ms, window.newest(ends, lookback_ms), window)
+        first, table, window = found
+        column = table[:, (end_ms - first) // self.step_ms]
+        rows = np.flatnonzero(column >= 0)
+        picked = column[rows]
+        return [window.labels[i] for i in rows.tolist()], window.seg.values[picked], window.seg.ts[picked]
 
 
 def check_resolution(start_ms: int, end_ms: int, step_ms: int) -> None:
@@ -133,7 +178,7 @@ def evaluate_range(
 
     assert isinstance(node, Node)
     check_resolution(start_ms, end_ms, step_ms)
-    preloaded = PreloadedSource(source, end_ms - start_ms)
+    preloaded = PreloadedSource(source, end_ms - start_ms, step_ms)
     base = EvalContext(preloaded, start_ms, lookback_ms, start_ms=start_ms, end_ms=end_ms,
                        subquery_step_ms=subquery_step_ms, deadline=deadline)
     points: dict[Labels, tuple[list[int], list[float]]] = {}

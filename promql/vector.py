@@ -56,6 +56,22 @@ def drop_name(labels: Labels) -> Labels:
     return out
 
 
+_DROPPED_LISTS: dict[int, tuple[list[Labels], list[Labels]]] = {}
+
+
+def drop_names(labels: list[Labels]) -> list[Labels]:
+    """``drop_name`` of every element, the same list object for the same input list (a range
+    query's selector hands the same list to every step)."""
+    hit = _DROPPED_LISTS.get(id(labels))
+    if hit is not None and hit[0] is labels:
+        return hit[1]
+    out = [drop_name(lab) for lab in labels]
+    if len(_DROPPED_LISTS) >= 256:
+        _DROPPED_LISTS.clear()
+    _DROPPED_LISTS[id(labels)] = (labels, out)
+    return out
+
+
 def keep_only(labels: Labels, names: Iterable[str]) -> Labels:
     wanted = set(names)
     return tuple(p for p in labels if p[0] in wanted)

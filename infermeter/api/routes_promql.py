@@ -145,6 +145,11 @@ async def _run(fn: Any, *args: Any) -> Any:
         raise ApiError("execution", exc.message) from None
 
 
+def _success(data: object) -> JSONResponse:
+    """The answer serialised at once (FastAPI's per-value encoder is slow on large matrices)."""
+    return JSONResponse({"status": "success", "data": data})
+
+
 def _vector_json(value: Any, at_ms: int) -> dict[str, Any]:
     if isinstance(value, Vector):
         result = [{"metric": dict(labels), "value": [_stamp(at_ms), _fmt(v)]}
@@ -167,7 +172,7 @@ async def query(request: Request, runtime: RuntimeDep) -> Any:
         ctx = EvalContext(StoreSource(runtime.reader), at, settings.lookback_delta,
                           subquery_step_ms=settings.subquery_step, deadline=deadline_after(_timeout(params, runtime)))
         value = await _run(ctx.evaluate, node)
-        return {"status": "success", "data": _vector_json(value, at)}
+        return _success(_vector_json(value, at))
     except ApiError as exc:
         return exc.response()
 
@@ -202,7 +207,7 @@ async def query_range(request: Request, runtime: RuntimeDep) -> Any:
         )
         result = [{"metric": dict(s.labels), "values": [[_stamp(t), _fmt(v)] for t, v in zip(s.ts_ms.tolist(), s.values.tolist())]}
                   for s in matrix]
-        return {"status": "success", "data": {"resultType": "matrix", "result": result}}
+        return _success({"resultType": "matrix", "result": result})
     except ApiError as exc:
         return exc.response()
 

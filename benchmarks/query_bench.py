@@ -128,6 +128,9 @@ def start_infermeter(fleet: Fleet, work: Path) -> tuple[Callable[[], None], str]
         runtime.store.append(SampleBatch(fleet.keys, index, np.full(fleet.n_series, fleet.ts_ms[j], np.int64),
                                          fleet.values[:, j].copy(), ids))
     clock.set(end)
+    from infermeter.gc_tuning import tune_for_service
+
+    tune_for_service()  # as `infermeter up` does
     return stack.close, base
 
 

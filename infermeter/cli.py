@@ -80,6 +80,9 @@ def cmd_up(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     configure_logging(settings.logging.level)
     runtime = build_runtime(settings, config_path=args.config)
     app = create_app(runtime)
+    from infermeter.gc_tuning import tune_for_service
+
+    tune_for_service()
     host = args.host or settings.server.host
     port = args.port or settings.server.port
     print(f"infermeter listening on http://{host}:{port} (store: {runtime.engine.url.render_as_string(hide_password=True)})", file=out, flush=True)

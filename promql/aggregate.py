@@ -57,6 +57,8 @@ _GROUPS: dict[tuple[object, ...], tuple[list[Labels], np.ndarray, list[Labels]]]
 
 
 def _groups(labels: list[Labels], grouping: tuple[str, ...], without: bool) -> tuple[np.ndarray, list[Labels]]:
+    if not grouping and not without:  # one group of everything
+        return np.zeros(len(labels), np.int64), [()]
     key = (grouping, without, *map(id, labels))
     found = _GROUPS.get(key)
     if found is not None and len(found[0]) == len(labels):

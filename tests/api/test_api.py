@@ -163,7 +163,7 @@ def test_ready_reports_schema_behind(store_url: str, tmp_path: object) -> None:
 def _write_request(series: list[tuple[dict[str, str], list[tuple[int, float]]]]) -> bytes:
     import cramjam
 
-    from infermeter.api.remote_write import write_request_class
+    from collector.remote_write.proto import write_request_class
 
     request = write_request_class()()
     for labels, samples in series:

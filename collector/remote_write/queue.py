@@ -1,0 +1,204 @@
+"""A durable first-in first-out queue of remote-write bodies on disk, one per receiver.
+
+Layout: numbered segment files (``00000001.seg`` ...) of records, each a 20-byte header
+(payload length, CRC-32 of the payload, samples in it, when it was put) and the payload; a ``cursor`` file with
+the segment and offset of the oldest record not yet delivered, replaced atomically (write,
+fsync, rename). ``put`` returns once the record is fsynced, so an agent acknowledges scraped
+samples only when a kill -9 can no longer lose them.
+
+Bounded in bytes: when the segments outgrow ``max_bytes`` the oldest whole segments are deleted
+and what they held is counted as dropped (never silently). A torn record at the tail (the
+process died mid-write) is cut off when the queue opens; a corrupt record elsewhere is skipped
+and counted, so one bad sector cannot stop delivery.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import threading
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+HEADER = struct.Struct("<IIIq")  # payload bytes, crc32, samples, when it was put (ms)
+
+
+@dataclass(frozen=True)
+class Record:
+    segment: int
+    offset: int
+    payload: bytes
+    samples: int
+    put_ms: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + HEADER.size + len(self.payload)
+
+
+@dataclass
+class QueueStats:
+    records: int = 0
+    samples: int = 0
+    bytes: int = 0
+    dropped_records: int = 0
+    dropped_samples: int = 0
+    corrupt_records: int = 0
+
+
+class DiskQueue:
+    def __init__(self, directory: Path, max_bytes: int = 512 * 1024 * 1024, segment_bytes: int = 8 * 1024 * 1024) -> None:
+        self.dir = directory
+        self.max_bytes = max_bytes
+        self.segment_bytes = min(segment_bytes, max(max_bytes // 4, 64 * 1024))
+        self.stats = QueueStats()
+        self._lock = threading.Lock()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._segments = sorted(int(p.stem) for p in self.dir.glob("*.seg") if p.stem.isdigit())
+        self._cursor = self._read_cursor()
+        self._repair_tail()
+        self._recount()
+
+    # -- files ---------------------------------------------------------------------------------
+    def _path(self, segment: int) -> Path:
+        return self.dir / f"{segment:08d}.seg"
+
+    def _read_cursor(self) -> tuple[int, int]:
+        try:
+            segment, offset = (int(x) for x in (self.dir / "cursor").read_text().split())
+            return segment, offset
+        except (OSError, ValueError):
+            return (self._segments[0] if self._segments else 1), 0
+
+    def _write_cursor(self) -> None:
+        tmp = self.dir / "cursor.tmp"
+        with open(tmp, "w") as fh:
+            fh.write(f"{self._cursor[0]} {self._cursor[1]}\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.dir / "cursor")
+        _fsync_dir(self.dir)
+
+    def _repair_tail(self) -> None:
+        """Cut a torn record off the newest segment (a write the process did not finish)."""
+        if not self._segments:
+            return
+        path = self._path(self._segments[-1])
+        good = 0
+        with open(path, "rb") as fh:
+            data = fh.read()
+        while good + HEADER.size <= len(data):
+            length = HEADER.unpack_from(data, good)[0]
+            if good + HEADER.size + length > len(data):
+                break
+            good += HEADER.size + length
+        if good < len(data):
+            with open(path, "r+b") as fh:
+                fh.truncate(good)
+                fh.flush()
+                os.fsync(fh.fileno())
+
+    def _records(self, segment: int, start: int) -> list[Record]:
+        try:
+            data = self._path(segment).read_bytes()
+        except FileNotFoundError:
+            return []
+        out, pos = [], start
+        while pos + HEADER.size <= len(data):
+            length, crc, samples, put_ms = HEADER.unpack_from(data, pos)
+            payload = data[pos + HEADER.size : pos + HEADER.size + length]
+            if len(payload) < length:
+                break
+            out.append(Record(segment, pos, payload if zlib.crc32(payload) == crc else b"", samples, put_ms))
+            pos += HEADER.size + length
+        return out
+
+    def _recount(self) -> None:
+        records = samples = size = 0
+        for segment in self._segments:
+            if segment < self._cursor[0]:
+                continue
+            start = self._cursor[1] if segment == self._cursor[0] else 0
+            for rec in self._records(segment, start):
+                records += 1
+                samples += rec.samples
+            size += self._path(segment).stat().st_size - start
+        self.stats.records, self.stats.samples, self.stats.bytes = records, samples, size
+
+    # -- the queue -----------------------------------------------------------------------------
+    def put(self, payload: bytes, samples: int, now_ms: int) -> None:
+        """Append one body; returns once it is on disk (fsync)."""
+        with self._lock:
+            if not self._segments or self._path(self._segments[-1]).stat().st_size >= self.segment_bytes:
+                self._segments.append((self._segments[-1] + 1) if self._segments else max(1, self._cursor[0]))
+                self._path(self._segments[-1]).touch()
+                _fsync_dir(self.dir)
+            with open(self._path(self._segments[-1]), "ab") as fh:
+                fh.write(HEADER.pack(len(payload), zlib.crc32(payload), samples, now_ms) + payload)
+                fh.flush()
+                os.fsync(fh.fileno())
+            self.stats.records += 1
+            self.stats.samples += samples
+            self.stats.bytes += HEADER.size + len(payload)
+            self._enforce_bound()
+
+    def _enforce_bound(self) -> None:
+        while self.stats.bytes > self.max_bytes and len(self._segments) > 1:
+            oldest = self._segments[0]
+            start = self._cursor[1] if oldest == self._cursor[0] else 0
+            lost = self._records(oldest, start) if oldest >= self._cursor[0] else []
+            self.stats.dropped_records += len(lost)
+            self.stats.dropped_samples += sum(r.samples for r in lost)
+            self.stats.records -= len(lost)
+            self.stats.samples -= sum(r.samples for r in lost)
+            self.stats.bytes -= max(0, self._path(oldest).stat().st_size - start)
+            self._path(oldest).unlink(missing_ok=True)
+            self._segments.pop(0)
+            self._cursor = (self._segments[0], 0)
+            self._write_cursor()
+
+    def peek(self, limit: int = 1) -> list[Record]:
+        """The oldest undelivered records (corrupt ones are skipped and counted here)."""
+        with self._lock:
+            out: list[Record] = []
+            for segment in self._segments:
+                if segment < self._cursor[0]:
+                    continue
+                start = self._cursor[1] if segment == self._cursor[0] else 0
+                for rec in self._records(segment, start):
+                    if not rec.payload:  # failed its checksum
+                        self.stats.corrupt_records += 1
+                        self._advance(rec)
+                        continue
+                    out.append(rec)
+                    if len(out) >= limit:
+                        return out
+            return out
+
+    def ack(self, record: Record) -> None:
+        """``record`` (the oldest) was delivered or given up on: move past it."""
+        with self._lock:
+            self._advance(record)
+
+    def _advance(self, record: Record) -> None:
+        if (record.segment, record.offset) < self._cursor:
+            return  # already behind the cursor
+        self._cursor = (record.segment, record.end)
+        self.stats.records = max(0, self.stats.records - 1)
+        self.stats.samples = max(0, self.stats.samples - record.samples)
+        self.stats.bytes = max(0, self.stats.bytes - (record.end - record.offset))
+        path = self._path(record.segment)
+        if record.segment != self._segments[-1] and (not path.exists() or record.end >= path.stat().st_size):
+            path.unlink(missing_ok=True)  # a whole segment delivered
+            self._segments.remove(record.segment)
+            self._cursor = (self._segments[0], 0)
+        self._write_cursor()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from promql import EvalContext, SampleSource, Vector, parse
 from alerts.scaling import ScaleAdvisor
+from promql import EvalContext, SampleSource, Vector, parse
 
 RECENT, BASELINE = "1h", "24h"
 

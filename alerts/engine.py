@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from promql import EvalContext, ExprError, SampleSource, Vector
 from alerts.model import Alert
 from alerts.rulefile import Rule, RuleGroup
 from alerts.state import FIRING, PENDING, AlertInstance, RuleState, Transition
 from alerts.state_store import AlertStateStore
 from alerts.template import render
+from promql import EvalContext, ExprError, SampleSource, Vector
 from store.clock import Clock
 
 log = logging.getLogger(__name__)

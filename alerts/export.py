@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
-from promql.promql import to_promql
 from alerts.rulefile import RuleGroup
+from promql.promql import to_promql
 
 
 def _duration(ms: int) -> str:

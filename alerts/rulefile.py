@@ -15,10 +15,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from alerts.template import TemplateError, check_template
 from promql import ExprError, parse
 from promql.ast import Node
 from promql.lexer import duration_ms
-from alerts.template import TemplateError, check_template
 
 _NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 Position = tuple[int, int]  # 1-based line, column

@@ -14,12 +14,12 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from alerts.engine import RuleEngine
+from alerts.rulefile import RuleGroup, load_rule_file
+from alerts.state import FIRING
 from promql import EvalContext, Vector, parse
 from promql.ast import VectorSelector
 from promql.lexer import ExprError, duration_ms
 from promql.sources import MemorySource
-from alerts.rulefile import RuleGroup, load_rule_file
-from alerts.state import FIRING
 from store.clock import ManualClock
 from store.types import STALE_NAN, SeriesKey
 

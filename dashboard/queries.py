@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from promql import EvalContext, Vector, parse
-from promql.sources import StoreSource
 from dashboard.model import Line
 from dashboard.window import NICE_STEPS_MS, Window, plan
+from promql import EvalContext, Vector, parse
+from promql.sources import StoreSource
 from store.quantile import bucket_quantile, parse_le
 from store.reader import Combine, Fn, RangeQuery, Reader
 from store.series_index import Matcher, Selector

@@ -12,8 +12,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 from infermeter import db
-from store import create_store_engine
 from migrations.metadata import ALL_METADATA
+from store import create_store_engine
 from tests.conftest import PG_ADMIN, _pg_url
 
 

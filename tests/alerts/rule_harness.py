@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping
 from prometheus_client import CollectorRegistry
 
 from alerts.engine import RuleEngine
-from promql.sources import MemorySource
 from alerts.rulefile import RuleGroup
 from alerts.state import FIRING
+from promql.sources import MemorySource
 from store.clock import ManualClock
 from store.types import SeriesKey
 

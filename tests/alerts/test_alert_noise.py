@@ -19,8 +19,8 @@ from prometheus_client import CollectorRegistry
 
 from alerts.defaults import default_rule_groups
 from alerts.engine import RuleEngine
-from promql.sources import MemorySource
 from alerts.rulefile import RuleGroup, load_rule_text
+from promql.sources import MemorySource
 from store.clock import ManualClock
 from store.types import SeriesKey
 

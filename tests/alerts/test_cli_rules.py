@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from promql import parse
-from promql.promql import to_promql
 from infermeter import db
 from infermeter.cli import main
+from promql import parse
+from promql.promql import to_promql
 from store import ManualClock, StoreOptions, TimeSeriesStore, create_store_engine
 from store.clock import SystemClock
 from store.types import Sample, SampleBatch, SeriesKey

@@ -6,12 +6,12 @@ import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, generate_latest
 
 from alerts.engine import RuleEngine
-from promql.sources import MemorySource
 from alerts.rulefile import load_rule_text
 from alerts.scaling import ScaleAdvisor
 from alerts.schema import alert_events
 from alerts.state import FIRING, PENDING, RESOLVED, RuleState
 from alerts.state_store import AlertStateStore
+from promql.sources import MemorySource
 from store.clock import ManualClock
 from store.engine import create_store_engine
 from store.types import SeriesKey

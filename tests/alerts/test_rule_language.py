@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from promql import EvalContext, ExprError, Vector, parse
-from promql.sources import MemorySource
 from alerts.rulefile import RuleFileError, load_rule_text
 from alerts.template import TemplateError, check_template, render
+from promql import EvalContext, ExprError, Vector, parse
+from promql.sources import MemorySource
 from store.types import STALE_NAN, SeriesKey
 from tests.alerts.rule_harness import T0
 

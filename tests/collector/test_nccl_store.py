@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from promql import EvalContext, Vector, parse
-from promql.sources import StoreSource
 from collector.nccl import NcclLogSource
 from collector.scrape_loop import ScrapeLoop, TargetSpec
+from promql import EvalContext, Vector, parse
+from promql.sources import StoreSource
 from store import ManualClock, TimeSeriesStore
 from store.reader import Reader
 from store.series_index import Selector

@@ -24,10 +24,10 @@ import httpx
 import pytest
 import yaml
 
-from promql import parse
-from promql.ast import VectorSelector, walk
 from collector.mapping.canonical import CANONICAL, sample_names
 from collector.nvml.dcgm_names import FIELDS
+from promql import parse
+from promql.ast import VectorSelector, walk
 from tests.service import free_port
 
 REPO = Path(__file__).resolve().parents[2]

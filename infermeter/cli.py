@@ -1,4 +1,4 @@
-"""``infermeter`` command line: up, worker, check-config, db upgrade, query, load, plan, rules, cost, forecast, report."""
+"""``infermeter`` command line: up, agent, worker, check-config, db upgrade, query, load, plan, rules, cost, forecast, report."""
 
 from __future__ import annotations
 
@@ -90,6 +90,32 @@ def cmd_up(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
+def cmd_agent(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    import uvicorn
+
+    from infermeter.agent import build_agent, create_agent_app
+    from infermeter.gc_tuning import tune_for_service
+
+    settings = _settings_or_exit(args.config, err)
+    if settings is None:
+        print("refusing to start: the config is invalid", file=err)
+        return EXIT_INVALID
+    configure_logging(settings.logging.level)
+    try:
+        agent = build_agent(settings)
+    except ValueError as exc:
+        print(f"refusing to start: {exc}", file=err)
+        return EXIT_INVALID
+    app = create_agent_app(agent)
+    tune_for_service()
+    host = args.host or settings.agent.host
+    port = args.port or settings.agent.port
+    receivers = ", ".join(rw.url for rw in settings.agent.remote_write)
+    print(f"infermeter agent on http://{host}:{port} shipping to {receivers}", file=out, flush=True)
+    uvicorn.run(app, host=host, port=port, log_level=settings.logging.level.lower(), access_log=False)
+    return EXIT_OK
+
+
 def cmd_query(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from infermeter.cli_store import SchemaBehind, read_only_store
     from store.clock import SystemClock
@@ -156,6 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--host")
     up.add_argument("--port", type=int)
     up.set_defaults(func=cmd_up)
+
+    agent = sub.add_parser("agent", help="collect on this node and ship by remote write (no store, rules or dashboard)")
+    agent.add_argument("--host")
+    agent.add_argument("--port", type=int)
+    agent.set_defaults(func=cmd_agent)
 
     check = sub.add_parser("check-config", help="validate a config file; every problem as file:line: field: message")
     check.add_argument("file", nargs="?")

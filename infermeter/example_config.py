@@ -47,8 +47,14 @@ EXAMPLES: dict[str, Any] = {
             "timeout": "5s",
             "labels": {"cluster": "lab"},
             "engine": "vllm",
+            "gpus": {"10.0.0.12:8080": ["0", "1"]},
         }
     ],
+    "agent.remote_write": [
+        {"url": "http://victoriametrics:8428/api/v1/write"},
+        {"url": "http://infermeter:8000/api/v1/write", "headers": {"Authorization": "Bearer <token>"}, "timeout": "10s"},
+    ],
+    "agent.external_labels": {"cluster": "prod-eu-1"},
     "nccl.paths": ["/var/log/training/nccl-*.log", "/var/lib/nccl-inspector/*.prom"],
     "alerts.rule_files": ["rules/extra.yml"],
     "cost.gpu_prices": [

@@ -257,6 +257,40 @@ class AlertSettings(_Strict):
     scaling: ScalePolicy = Field(ScalePolicy(), description="scale-out/in recommendations")
 
 
+class RemoteWriteSettings(_Strict):
+    url: str = Field(min_length=1, description="a Prometheus remote-write 1.0 receiver, e.g. http://vm:8428/api/v1/write "
+                     "or an infermeter up's http://host:8000/api/v1/write")
+    headers: dict[str, str] = Field(default_factory=dict, description="extra request headers (tenant, Authorization)")
+    timeout: DurationMs = Field(30_000, description="one request's time limit")
+
+    @field_validator("url")
+    @classmethod
+    def _http(cls, url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"{url!r} is not an http(s) URL with a host")
+        return url
+
+
+class AgentSettings(_Strict):
+    """`infermeter agent`: the collectors of this node, shipped by remote write (no store)."""
+
+    remote_write: list[RemoteWriteSettings] = Field(
+        default_factory=list, description="receivers; each gets its own durable queue"
+    )
+    external_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="labels added to every series that lacks them, e.g. cluster; node defaults to the hostname",
+    )
+    queue_dir: str = Field("./data/agent-queue", description="where the durable queues live (one folder per receiver)")
+    max_queue_bytes: int = Field(
+        512 * 1024 * 1024, ge=1024 * 1024,
+        description="per receiver: past this the oldest queued data is dropped, and counted",
+    )
+    host: str = Field("127.0.0.1", description="address of the agent's own /health and /metrics")
+    port: int = Field(9109, ge=1, le=65535, description="port of the agent's own /health and /metrics")
+
+
 class QuerySettings(_Strict):
     """PromQL queries over the HTTP API (/api/v1/query, query_range), as Prometheus's flags."""
 
@@ -272,6 +306,7 @@ class QuerySettings(_Strict):
 class Settings(_Strict):
     server: ServerSettings = Field(ServerSettings(), description="the HTTP API")
     query: QuerySettings = Field(QuerySettings(), description=QuerySettings.__doc__)
+    agent: AgentSettings = Field(AgentSettings(), description=AgentSettings.__doc__)
     store: StoreSettings = Field(StoreSettings(), description="where and how samples are stored")
     scrape: ScrapeSettings = Field(ScrapeSettings(), description="Prometheus endpoints to scrape")
     nccl: NcclSettings = Field(NcclSettings(), description=NcclSettings.__doc__)

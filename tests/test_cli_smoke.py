@@ -145,6 +145,33 @@ def smoke_up(s: SmallStore) -> None:
     assert f"listening on http://127.0.0.1:{port}" in out
 
 
+def smoke_agent(s: SmallStore) -> None:
+    """The agent scrapes itself and queues for a receiver that is not there (durably)."""
+    port = free_port()
+    config = s.root / "agent.yaml"
+    config.write_text(
+        f"scrape:\n  targets:\n    - job: self\n      urls: [http://127.0.0.1:{port}/metrics]\n      interval: 1s\n"
+        f"      timeout: 900ms\ngpu:\n  nvml: 'off'\nworker:\n  embedded: false\n"
+        f"agent:\n  remote_write:\n    - url: http://127.0.0.1:{free_port()}/api/v1/write\n  queue_dir: {s.root / 'queue'}\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infermeter", "--config", str(config), "agent", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=s.root,
+    )
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/health", proc, 60)
+        deadline = time.monotonic() + 30
+        queued = 0.0
+        while time.monotonic() < deadline and queued == 0:
+            text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+            queued = sum(float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln.startswith("infermeter_agent_queue_samples{"))
+            time.sleep(0.3)
+        assert queued > 0
+    finally:
+        out = _stop(proc)
+    assert "infermeter agent on" in out
+
+
 def smoke_check_config(s: SmallStore) -> None:
     assert f"{s.config}: OK" in _ok(_cli(s.config, "check-config", str(s.config)))
     bad = s.root / "bad.yaml"
@@ -231,6 +258,7 @@ def smoke_worker_and_load(s: SmallStore) -> None:
 
 SMOKE: dict[str, Callable[[SmallStore], None]] = {
     "up": smoke_up,
+    "agent": smoke_agent,
     "check-config": smoke_check_config,
     "db upgrade": smoke_db_upgrade,
     "query": smoke_query,

@@ -1,0 +1,146 @@
+"""`infermeter agent`: the composition root of a node agent.
+
+The same sources and scrape loops as `up` (NVML, NCCL logs, the configured engine targets), with
+the remote-write queues behind the scrape loops instead of the store: every scrape is put into
+one durable queue per receiver (``agent.remote_write``) and a sender per receiver delivers it.
+No store, rules or dashboard. Its own ``/health`` and ``/metrics`` (queue depth and age, samples
+sent, retried and dropped, send latency, scrape health) listen on ``agent.host:agent.port``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import socket
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import FastAPI, Response
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from collector.manager import ScrapeManager
+from collector.remote_write.appender import QueueAppender
+from collector.remote_write.queue import DiskQueue
+from collector.remote_write.sender import Sender
+from infermeter.settings import Settings
+from infermeter.targets import source_factories, target_specs
+from store.clock import Clock, SystemClock
+
+
+def queue_dir(root: Path, url: str) -> Path:
+    """One folder per receiver, named after its URL (stable across restarts)."""
+    return root / hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Agent:
+    settings: Settings
+    clock: Clock
+    senders: list[Sender]
+    appender: QueueAppender
+    scrapes: ScrapeManager
+    registry: CollectorRegistry
+    client: httpx.AsyncClient
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def start(self) -> None:
+        for sender in self.senders:
+            self._tasks.append(asyncio.create_task(sender.run(self._stop)))
+        await self.scrapes.apply(target_specs(self.settings))
+
+    async def stop(self) -> None:
+        await self.scrapes.stop()
+        self._stop.set()
+        for task in self._tasks:
+            await task
+        await self.client.aclose()
+
+
+class _AgentMetrics(Collector):
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def collect(self) -> Iterator[Any]:
+        a = self.agent
+        now = a.clock.now_ms()
+        depth = GaugeMetricFamily("infermeter_agent_queue_samples", "Samples waiting in a receiver's queue.", labels=["url"])
+        size = GaugeMetricFamily("infermeter_agent_queue_bytes", "Bytes of a receiver's queue on disk.", labels=["url"])
+        age = GaugeMetricFamily("infermeter_agent_queue_oldest_age_seconds", "Age of the oldest queued body.", labels=["url"])
+        sent = CounterMetricFamily("infermeter_agent_samples_sent", "Samples a receiver acknowledged.", labels=["url"])
+        dropped = CounterMetricFamily(
+            "infermeter_agent_samples_dropped", "Samples dropped: refused by the receiver or pushed out of a full queue.",
+            labels=["url", "reason"],
+        )
+        retries = CounterMetricFamily("infermeter_agent_send_retries", "Sends retried.", labels=["url"])
+        latency = GaugeMetricFamily("infermeter_agent_send_seconds", "Latency of the latest send.", labels=["url"])
+        for s in a.senders:
+            stats = s.queue.stats
+            depth.add_metric([s.url], stats.samples)
+            size.add_metric([s.url], stats.bytes)
+            oldest = s.queue.peek(1)
+            age.add_metric([s.url], max(0.0, (now - oldest[0].put_ms) / 1000) if oldest else 0.0)
+            sent.add_metric([s.url], s.stats.samples_sent)
+            dropped.add_metric([s.url, "refused"], s.stats.samples_dropped)
+            dropped.add_metric([s.url, "queue_full"], stats.dropped_samples)
+            dropped.add_metric([s.url, "corrupt"], stats.corrupt_records)
+            retries.add_metric([s.url], s.stats.retries)
+            latency.add_metric([s.url], s.stats.send_seconds[-1] if s.stats.send_seconds else 0.0)
+        enqueued = CounterMetricFamily("infermeter_agent_samples_enqueued", "Samples scraped and queued.")
+        enqueued.add_metric([], a.appender.samples_enqueued)
+        up = GaugeMetricFamily("up", "Whether the last scrape of a target worked.", labels=["job", "instance"])
+        for status in a.scrapes.statuses():
+            up.add_metric([status.spec.job, status.spec.instance], 1.0 if status.health.up else 0.0)
+        yield from (depth, size, age, sent, dropped, retries, latency, enqueued, up)
+
+
+def build_agent(settings: Settings, clock: Clock | None = None, nvml_module: Any = None,
+                rng: random.Random | None = None) -> Agent:
+    clock = clock or SystemClock()
+    if not settings.agent.remote_write:
+        raise ValueError("agent.remote_write: at least one receiver is needed (e.g. url: http://vm:8428/api/v1/write)")
+    root = Path(settings.agent.queue_dir)
+    client = httpx.AsyncClient()
+    senders = [
+        Sender(rw.url, DiskQueue(queue_dir(root, rw.url), settings.agent.max_queue_bytes), client,
+               headers=rw.headers, timeout_s=rw.timeout / 1000, rng=rng, wall_clock=lambda: clock.now_ms() / 1000)
+        for rw in settings.agent.remote_write
+    ]
+    external = {"node": socket.gethostname(), **settings.agent.external_labels}
+    appender = QueueAppender(senders, external, clock)
+    scrapes = ScrapeManager(appender, clock, factories=source_factories(clock, nvml_module))
+    registry = CollectorRegistry(auto_describe=True)
+    agent = Agent(settings, clock, senders, appender, scrapes, registry, client)
+    registry.register(_AgentMetrics(agent))
+    return agent
+
+
+def create_agent_app(agent: Agent) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await agent.start()
+        try:
+            yield
+        finally:
+            await agent.stop()
+
+    app = FastAPI(title="infermeter agent", lifespan=lifespan)
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "receivers": [
+            {"url": s.url, "queued_samples": s.queue.stats.samples, "last_error": s.stats.last_error} for s in agent.senders
+        ]}
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(agent.registry), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    return app

@@ -1,0 +1,197 @@
+"""`infermeter agent` as its own process, shipping to a real VictoriaMetrics (Debian package)
+and to a real Prometheus 2.42 remote-write receiver: every sample the agent scraped is
+queryable there with its labels; with VictoriaMetrics down, the agent killed -9 during the
+outage and both back, nothing the agent had queued is lost and delivery resumes in order.
+
+The scraped target serves a counter that goes up by one at every scrape, and remembers when it
+served each value: the values the receiver holds are checked against the values served."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from fastapi import FastAPI, Response
+
+from tests.service import free_port, run_app
+
+VM = "/usr/bin/victoria-metrics"
+
+
+class Sequence:
+    def __init__(self) -> None:
+        self.served: list[tuple[float, int]] = []  # (monotonic time, value)
+        self._lock = threading.Lock()
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.get("/health")
+        async def health() -> dict[str, str]:
+            return {"status": "ok"}
+
+        @app.get("/metrics")
+        async def metrics() -> Response:
+            with self._lock:
+                value = len(self.served) + 1
+                self.served.append((time.monotonic(), value))
+            body = f'# TYPE seq_total counter\nseq_total{{source="test"}} {value}\n'
+            return Response(body, media_type="text/plain; version=0.0.4")
+
+        return app
+
+
+class VictoriaMetrics:
+    def __init__(self, storage: Path, port: int) -> None:
+        self.storage, self.port = storage, port
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([VM, f"-storageDataPath={self.storage}", f"-httpListenAddr=127.0.0.1:{self.port}",
+                                      "-retentionPeriod=100y", "-loggerLevel=ERROR", "-search.latencyOffset=0s"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_ok(f"{self.url}/health", 30)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(30)
+            self.proc = None
+
+    def values(self) -> dict[int, dict[str, str]]:
+        httpx.get(f"{self.url}/internal/force_flush", timeout=30)
+        reply = httpx.post(f"{self.url}/api/v1/export", data={"match[]": "seq_total"}, timeout=30)
+        out: dict[int, dict[str, str]] = {}
+        import json
+
+        for line in reply.text.splitlines():
+            row = json.loads(line)
+            for v in row["values"]:
+                out[int(v)] = row["metric"]
+        return out
+
+
+def _wait_ok(url: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{url} did not answer within {timeout_s} s")
+
+
+def _agent(config: Path, port: int) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INFERMETER_")}
+    proc = subprocess.Popen([sys.executable, "-m", "infermeter", "--config", str(config), "agent", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=config.parent)
+    _wait_ok(f"http://127.0.0.1:{port}/health", 60)
+    return proc
+
+
+def _config(tmp: Path, target: str, receiver: str) -> Path:
+    config = tmp / "agent.yaml"
+    config.write_text(
+        f"scrape:\n  targets:\n    - job: seq\n      urls: [{target}/metrics]\n      interval: 500ms\n      timeout: 400ms\n"
+        f"gpu:\n  nvml: 'off'\nworker:\n  embedded: false\n"
+        f"agent:\n  remote_write:\n    - url: {receiver}\n  queue_dir: {tmp / 'queue'}\n"
+        f"  external_labels: {{cluster: test-cluster}}\n"
+    )
+    return config
+
+
+def _queued(agent_port: int) -> float:
+    text = httpx.get(f"http://127.0.0.1:{agent_port}/metrics", timeout=5).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith("infermeter_agent_queue_samples{"))
+
+
+@pytest.fixture
+def sequence() -> Iterator[tuple[Sequence, str]]:
+    seq = Sequence()
+    with run_app(seq.app()) as base:
+        yield seq, base
+
+
+@pytest.mark.skipif(not os.access(VM, os.X_OK), reason="the Debian package victoria-metrics is installed by make test")
+def test_agent_to_victoriametrics_survives_an_outage_and_a_kill(tmp_path: Path, sequence: tuple[Sequence, str]) -> None:
+    seq, target = sequence
+    vm = VictoriaMetrics(tmp_path / "vm", free_port())
+    vm.start()
+    config = _config(tmp_path, target, f"{vm.url}/api/v1/write")
+    port = free_port()
+    agent = _agent(config, port)
+    try:
+        time.sleep(4)
+        got = vm.values()
+        served_before = [v for t, v in seq.served if t < time.monotonic() - 2]
+        assert served_before and set(served_before) <= set(got), (served_before, sorted(got))
+        labels = next(iter(got.values()))
+        assert labels["cluster"] == "test-cluster" and labels["node"] == socket.gethostname()
+        assert labels["job"] == "seq" and labels["source"] == "test" and labels["instance"].startswith("127.0.0.1:")
+
+        vm.stop()  # the receiver goes away; the agent keeps scraping into its queue
+        time.sleep(3)
+        assert _queued(port) > 0
+        killed_at = time.monotonic()
+        agent.send_signal(signal.SIGKILL)
+        agent.wait(10)
+        agent = _agent(config, port)  # the same queue folder: what was queued is still there
+        time.sleep(1)
+        vm.start()
+        deadline = time.monotonic() + 60
+        while _queued(port) > 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _queued(port) == 0
+        time.sleep(1)
+        got = vm.values()
+        stop_at = time.monotonic() - 1.5
+        served = [v for t, v in seq.served if t < stop_at]
+        # a scrape answered in the instant before the kill may not have reached the disk yet
+        missing = [v for t, v in seq.served if t < stop_at and v not in got]
+        assert all(abs(t - killed_at) < 1.0 for t, v in seq.served if v in missing), missing
+        assert len(missing) <= 1 and len(got) >= len(served) - 1
+    finally:
+        agent.kill()
+        agent.wait(10)
+        vm.stop()
+
+
+@pytest.mark.skipif(not shutil.which("prometheus"), reason="the Debian package prometheus is installed by make test")
+def test_agent_to_prometheus_remote_write_receiver(tmp_path: Path, sequence: tuple[Sequence, str]) -> None:
+    seq, target = sequence
+    prom_port = free_port()
+    (tmp_path / "prometheus.yml").write_text("global:\n  scrape_interval: 1m\n")
+    prom = subprocess.Popen([shutil.which("prometheus") or "prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}",
+                             "--web.enable-remote-write-receiver", "--log.level=warn"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port = free_port()
+    try:
+        _wait_ok(f"http://127.0.0.1:{prom_port}/-/ready", 60)
+        agent = _agent(_config(tmp_path, target, f"http://127.0.0.1:{prom_port}/api/v1/write"), port)
+        try:
+            time.sleep(4)
+            served = [v for t, v in seq.served if t < time.monotonic() - 1.5]
+            reply = httpx.get(f"http://127.0.0.1:{prom_port}/api/v1/query",
+                              params={"query": 'seq_total{job="seq", cluster="test-cluster"}[1m]'}, timeout=10).json()
+            values = {int(float(v)) for r in reply["data"]["result"] for _, v in r["values"]}
+            assert served and set(served) <= values
+        finally:
+            agent.kill()
+            agent.wait(10)
+    finally:
+        prom.terminate()
+        prom.wait(30)

@@ -57,7 +57,9 @@ def test_the_schema_rejects_what_compose_would() -> None:
 
 def test_services_are_wired() -> None:
     services = _compose()["services"]
-    assert set(services) == {"postgres", "infermeter", "worker", "prometheus", "alertmanager", "grafana"}
+    assert set(services) == {"postgres", "infermeter", "worker", "prometheus", "alertmanager", "grafana",
+                             "agent", "victoriametrics"}
+    assert {n for n, svc in services.items() if "fleet" in svc.get("profiles", [])} == {"agent", "victoriametrics"}
     app, worker = services["infermeter"], services["worker"]
     assert app["image"] == worker["image"] and app["build"] == worker["build"]  # one image, built once
     assert app["command"][:2] == ["infermeter", "up"]
@@ -72,7 +74,7 @@ def test_services_are_wired() -> None:
             assert dep in services, f"{name} depends on unknown {dep}"
     published = [p.split(":")[0] for s in services.values() for p in s.get("ports", [])]
     assert len(published) == len(set(published)), published
-    assert {"8000", "8080", "9090", "9093", "3000"} <= set(published)
+    assert {"8000", "8080", "9090", "9093", "3000", "9109", "8428"} <= set(published)
     # Prometheus reaches the services by the names its config uses.
     prom = yaml.safe_load((REPO / "deploy" / "prometheus.yml").read_text())
     targets = {t for job in prom["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]}
@@ -121,6 +123,20 @@ def test_every_mounted_file_exists_and_lands_where_its_program_reads() -> None:
     assert mounts["infermeter"][app_env["INFERMETER_CONFIG"]] == "./deploy/infermeter.yaml"
     worker_cmd = compose["services"]["worker"]["command"]
     assert mounts["worker"][worker_cmd[worker_cmd.index("--config") + 1]] == "./deploy/worker.yaml"
+
+
+def test_the_fleet_agent_ships_to_services_of_the_stack() -> None:
+    services = _compose()["services"]
+    agent = services["agent"]
+    config = agent["command"][agent["command"].index("--config") + 1]
+    assert dict((t, s) for s, t in _mounts(agent))[config] == "./deploy/agent.yaml"
+    settings, _ = load_settings(str(REPO / "deploy" / "agent.yaml"))
+    receivers = [rw.url for rw in settings.agent.remote_write]
+    assert receivers == ["http://infermeter:8000/api/v1/write", "http://victoriametrics:8428/api/v1/write"]
+    for url in receivers + [u for t in settings.scrape.targets for u in t.urls]:
+        assert url.split("//")[1].split(":")[0] in services
+    assert settings.agent.queue_dir.startswith("/var/lib/infermeter-agent")  # on the agent-queue volume
+    assert "9109:9109" in agent["ports"] and settings.agent.port == 9109
 
 
 def test_mounted_configs_are_valid_for_their_programs() -> None:

@@ -111,16 +111,6 @@ class CostCalculator:
             gpus.append(_Gpu(key[0], key[1], gpu_model, util[:n], np.nan_to_num(joules), labels.get("uuid", "")))
         return gpus
 
-    def target_tokens(self, start_ms: int, end_ms: int) -> dict[Target, dict[str, np.ndarray]]:
-        """Generated tokens per minute, per engine target (job, instance) and model."""
-        out: dict[Target, dict[str, np.ndarray]] = defaultdict(dict)
-        for labels, inc in self._minutes("inference_generation_tokens_total", start_ms, end_ms, "increase"):
-            target = (labels.get("job", ""), labels.get("instance", ""))
-            model = labels.get("model", "")
-            prev = out[target].get(model)
-            out[target][model] = inc if prev is None else np.where(np.isnan(prev), inc, np.nan_to_num(inc) + prev)
-        return dict(out)
-
     def assignments(
         self, start_ms: int, end_ms: int, gpus: list[_Gpu]
     ) -> tuple[dict[Target, set[GpuRef]], dict[Target, str]]:
@@ -128,15 +118,23 @@ class CostCalculator:
         info = [labels for labels, _ in self._minutes(TARGET_GPU_INFO, start_ms, end_ms, "last")]
         return resolve(info, [(g.host, g.gpu, g.uuid) for g in gpus], self.node_of)
 
-    def usage(self, start_ms: int, end_ms: int) -> list[UsageRow]:
+    def usage(self, start_ms: int, end_ms: int) -> tuple[list[UsageRow], dict[Target, dict[str, np.ndarray]]]:
+        """Token and request totals per (model, node, tenant), and the generated tokens per
+        minute of every engine target (job, instance) and model -- one read of each counter."""
         totals: dict[tuple[str, str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        per_target: dict[Target, dict[str, np.ndarray]] = defaultdict(dict)
         for slot, metric in enumerate(
             ("inference_prompt_tokens_total", "inference_generation_tokens_total", "inference_requests_total")
         ):
             for labels, inc in self._minutes(metric, start_ms, end_ms, "increase"):
                 key = (labels.get("model", ""), instance_host(labels.get("instance", ""), self.local_host), labels.get("tenant", ""))
                 totals[key][slot] += float(np.nansum(inc))
-        return [UsageRow(m, node, t, *vals) for (m, node, t), vals in sorted(totals.items())]
+                if slot == 1:
+                    models = per_target[(labels.get("job", ""), labels.get("instance", ""))]
+                    prev = models.get(key[0])
+                    models[key[0]] = inc if prev is None else np.where(np.isnan(prev), inc, np.nan_to_num(inc) + prev)
+        rows = [UsageRow(m, node, t, *vals) for (m, node, t), vals in sorted(totals.items())]
+        return rows, dict(per_target)
 
     def window(self, start_ms: int, end_ms: int) -> tuple[list[LedgerRow], list[UsageRow]]:
         """Ledger and usage rows for [start, end), both whole minutes."""
@@ -147,7 +145,7 @@ class CostCalculator:
         """:meth:`window` and which targets ran on which GPUs, with their tokens."""
         if start_ms % MINUTE_MS or end_ms % MINUTE_MS or end_ms <= start_ms:
             raise ValueError("a cost window is whole minutes")
-        usage = self.usage(start_ms, end_ms)
+        usage, per_target = self.usage(start_ms, end_ms)
         stamps = start_ms + np.arange((end_ms - start_ms) // MINUTE_MS, dtype=np.int64) * MINUTE_MS
         shares = self._model_shares(usage)
         tenant_shares = self._tenant_shares(usage)
@@ -155,7 +153,6 @@ class CostCalculator:
         node_seconds: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         kwh_price = np.asarray([price * pue for price, pue in map(self.book.electricity, stamps.tolist())])
         gpus = self._gpus(start_ms, end_ms)
-        per_target = self.target_tokens(start_ms, end_ms)
         assigned, cpu_targets = self.assignments(start_ms, end_ms, gpus)
         totals = {t: {m: float(np.nansum(v)) for m, v in models.items()} for t, models in per_target.items()}
         gpu_shares = gpu_model_shares(assigned, totals)

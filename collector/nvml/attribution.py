@@ -14,7 +14,7 @@ nothing matches, nothing is written and the ledger falls back to the node's GPUs
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,33 +30,35 @@ class EngineTarget:
 
 
 class ProcessTable(Protocol):
-    def listener_tree(self, port: int) -> frozenset[int]:
-        """The pid listening on ``port`` on this host and all its descendants (empty if none)."""
+    def listener_trees(self, ports: Collection[int]) -> dict[int, frozenset[int]]:
+        """Per port, the pid listening on it on this host and all its descendants (empty if none)."""
         ...
 
 
 class PsutilProcessTable:
-    """The real process table, read with psutil (blocking: run it off the event loop)."""
+    """The real process table, read with psutil (blocking: run it off the event loop). One scan
+    of the socket table serves every port: it walks every process's file descriptors."""
 
-    def listener_tree(self, port: int) -> frozenset[int]:
+    def listener_trees(self, ports: Collection[int]) -> dict[int, frozenset[int]]:
         import psutil
 
+        wanted = set(ports)
+        out = {port: frozenset[int]() for port in wanted}
         try:
-            listening = {
-                c.pid for c in psutil.net_connections(kind="tcp")
-                if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid
-            }
+            listening = [
+                (c.laddr.port, c.pid) for c in psutil.net_connections(kind="tcp")
+                if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port in wanted and c.pid
+            ]
         except (psutil.AccessDenied, PermissionError):
-            return frozenset()
-        pids: set[int] = set()
-        for pid in listening:
+            return out
+        for port, pid in listening:
             try:
                 proc = psutil.Process(pid)
-                pids.add(pid)
-                pids.update(child.pid for child in proc.children(recursive=True))
+                tree = {pid, *(child.pid for child in proc.children(recursive=True))}
             except psutil.Error:
                 continue
-        return frozenset(pids)
+            out[port] = out[port] | tree
+        return out
 
 
 def process_ids(processes: Iterable[object] | None) -> frozenset[int]:
@@ -83,4 +85,5 @@ def attribution_samples(
 
 
 def listener_trees(table: ProcessTable, targets: Sequence[EngineTarget]) -> dict[EngineTarget, frozenset[int]]:
-    return {t: table.listener_tree(t.port) for t in targets}
+    trees = table.listener_trees({t.port for t in targets})
+    return {t: trees.get(t.port, frozenset()) for t in targets}

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Collection
 
 import pytest
 
@@ -157,8 +158,8 @@ class _Table:
     def __init__(self, trees: dict[int, frozenset[int]]) -> None:
         self.trees = trees
 
-    def listener_tree(self, port: int) -> frozenset[int]:
-        return self.trees.get(port, frozenset())
+    def listener_trees(self, ports: Collection[int]) -> dict[int, frozenset[int]]:
+        return {port: self.trees.get(port, frozenset()) for port in ports}
 
 
 def test_nvml_processes_place_each_engine_on_its_gpus() -> None:
@@ -198,10 +199,11 @@ def test_real_process_table_finds_the_listener_and_its_children() -> None:
         deadline = time.monotonic() + 10
         tree: frozenset[int] = frozenset()
         while time.monotonic() < deadline and server.pid not in tree:
-            tree = PsutilProcessTable().listener_tree(port)
+            tree = PsutilProcessTable().listener_trees([port])[port]
             time.sleep(0.1)
         assert {server.pid, child} <= tree
-        assert PsutilProcessTable().listener_tree(1) == frozenset()
+        trees = PsutilProcessTable().listener_trees([port, 1])
+        assert trees[port] == tree and trees[1] == frozenset()
     finally:
         import psutil
 

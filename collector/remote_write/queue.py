@@ -99,19 +99,27 @@ class DiskQueue:
                 fh.flush()
                 os.fsync(fh.fileno())
 
-    def _records(self, segment: int, start: int) -> list[Record]:
+    def _records(self, segment: int, start: int, limit: int | None = None) -> list[Record]:
+        """Records of ``segment`` from offset ``start`` (at most ``limit``), read record by
+        record: the sender peeks one body at a time and must not reread a whole segment."""
+        out: list[Record] = []
         try:
-            data = self._path(segment).read_bytes()
+            fh = open(self._path(segment), "rb")
         except FileNotFoundError:
-            return []
-        out, pos = [], start
-        while pos + HEADER.size <= len(data):
-            length, crc, samples, put_ms = HEADER.unpack_from(data, pos)
-            payload = data[pos + HEADER.size : pos + HEADER.size + length]
-            if len(payload) < length:
-                break
-            out.append(Record(segment, pos, payload if zlib.crc32(payload) == crc else b"", samples, put_ms))
-            pos += HEADER.size + length
+            return out
+        with fh:
+            fh.seek(start)
+            pos = start
+            while limit is None or len(out) < limit:
+                header = fh.read(HEADER.size)
+                if len(header) < HEADER.size:
+                    break
+                length, crc, samples, put_ms = HEADER.unpack(header)
+                payload = fh.read(length)
+                if len(payload) < length:
+                    break
+                out.append(Record(segment, pos, payload if zlib.crc32(payload) == crc else b"", samples, put_ms))
+                pos += HEADER.size + length
         return out
 
     def _recount(self) -> None:
@@ -159,21 +167,29 @@ class DiskQueue:
             self._write_cursor()
 
     def peek(self, limit: int = 1) -> list[Record]:
-        """The oldest undelivered records (corrupt ones are skipped and counted here)."""
+        """The oldest undelivered records, in order. A corrupt record is skipped (and counted)
+        only once it is the oldest, so the cursor never passes a record not yet acked."""
         with self._lock:
             out: list[Record] = []
-            for segment in self._segments:
+            for segment in list(self._segments):
                 if segment < self._cursor[0]:
                     continue
-                start = self._cursor[1] if segment == self._cursor[0] else 0
-                for rec in self._records(segment, start):
-                    if not rec.payload:  # failed its checksum
-                        self.stats.corrupt_records += 1
-                        self._advance(rec)
-                        continue
-                    out.append(rec)
-                    if len(out) >= limit:
-                        return out
+                pos = self._cursor[1] if segment == self._cursor[0] else 0
+                while len(out) < limit:
+                    records = self._records(segment, pos, limit - len(out))
+                    if not records:
+                        break
+                    for rec in records:
+                        if rec.payload:
+                            out.append(rec)
+                        elif out:  # bodies before it still to deliver: skip it on a later peek
+                            return out
+                        else:  # failed its checksum and is the oldest: move past it
+                            self.stats.corrupt_records += 1
+                            self._advance(rec)
+                    pos = records[-1].end
+                if len(out) >= limit:
+                    break
             return out
 
     def ack(self, record: Record) -> None:

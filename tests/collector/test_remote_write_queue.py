@@ -93,3 +93,21 @@ def test_corrupt_record_is_skipped_and_counted(tmp_path: Path) -> None:
     reopened = DiskQueue(tmp_path / "q")
     assert [r.payload for r in reopened.peek(10)] == [b"body-1", b"body-2"]
     assert reopened.stats.corrupt_records == 1
+
+
+def test_a_corrupt_record_behind_undelivered_ones_waits_its_turn(tmp_path: Path) -> None:
+    """The cursor never passes a body that was peeked but not yet acked."""
+    queue = DiskQueue(tmp_path / "q")
+    for i in range(3):
+        queue.put(f"body-{i}".encode(), samples=1, now_ms=i)
+    segment = sorted((tmp_path / "q").glob("*.seg"))[0]
+    data = bytearray(segment.read_bytes())
+    second = HEADER.size + len(b"body-0")
+    data[second + HEADER.size + 1] ^= 0xFF  # corrupt the second payload
+    segment.write_bytes(bytes(data))
+    reopened = DiskQueue(tmp_path / "q")
+    first = reopened.peek(10)
+    assert [r.payload for r in first] == [b"body-0"] and reopened.stats.corrupt_records == 0
+    assert [r.payload for r in DiskQueue(tmp_path / "q").peek(1)] == [b"body-0"]  # still undelivered
+    reopened.ack(first[0])
+    assert [r.payload for r in reopened.peek(10)] == [b"body-2"] and reopened.stats.corrupt_records == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from promql.ast import Aggregate
+from promql.identity_memo import IdentityMemo
 from promql.lexer import ExprError
 from promql.range_funcs import quantile
 from promql.vector import Labels, Vector, group_index, grouping_keys
@@ -50,24 +51,17 @@ def apply(node: Aggregate, vec: Vector, param: object) -> Vector:
     raise ExprError(f"aggregation {node.op} is not implemented", node.pos)
 
 
-# A range query aggregates the same series at every step: their groups are worked out once.
-# Keyed by the identity of the label tuples, which the cached entry keeps alive (so an id
-# cannot be reused by another tuple while the entry exists).
-_GROUPS: dict[tuple[object, ...], tuple[list[Labels], np.ndarray, list[Labels]]] = {}
+# A range query aggregates the same label list at every step: its groups are worked out once.
+_GROUPS: IdentityMemo[tuple[np.ndarray, list[Labels]]] = IdentityMemo(64)
 
 
 def _groups(labels: list[Labels], grouping: tuple[str, ...], without: bool) -> tuple[np.ndarray, list[Labels]]:
     if not grouping and not without:  # one group of everything
         return np.zeros(len(labels), np.int64), [()]
-    key = (grouping, without, *map(id, labels))
-    found = _GROUPS.get(key)
-    if found is not None and len(found[0]) == len(labels):
-        return found[1], found[2]
-    ids, groups = group_index(grouping_keys(labels, grouping, without))
-    if len(_GROUPS) >= 64:
-        _GROUPS.clear()
-    _GROUPS[key] = (list(labels), ids, groups)
-    return ids, groups
+    found = _GROUPS.get(labels, grouping, without)
+    if found is not None:
+        return found
+    return _GROUPS.put(labels, group_index(grouping_keys(labels, grouping, without)), grouping, without)
 
 
 def _top(node: Aggregate, vec: Vector, ids: np.ndarray, param: object) -> Vector:

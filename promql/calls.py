@@ -12,6 +12,7 @@ from re import error
 
 import numpy as np
 
+from promql.identity_memo import IdentityMemo
 from promql.lexer import ExprError
 from promql.vector import NAME, Labels, Vector, drop_name
 from store.types import Float64Array
@@ -70,28 +71,24 @@ def label_replace(vec: Vector, dst: str, replacement: str, src: str, regex: str,
         raise ExprError(f"invalid regular expression in label_replace(): {regex}: {exc}", pos) from None
     if not _LABEL_NAME.match(dst):
         raise ExprError(f"invalid destination label name in label_replace(): {dst}", pos)
-    out = []
     rule = (dst, replacement, src, regex)
+    same = _REPLACED_LISTS.get(vec.labels, rule)  # the same list at every step of a range query
+    if same is not None:
+        return Vector(same, vec.values)
+    out = []
     for labels in vec.labels:
         # a range query rewrites the same series at every step: once per label tuple
-        hit = _REPLACED.get((id(labels), rule))
-        if hit is not None and hit[0] is labels:
-            out.append(hit[1])
-            continue
-        value = dict(labels).get(src, "")
-        match = pattern.fullmatch(value)
-        new = _set_label(labels, dst, _expand(match, replacement)) if match else labels
-        if len(_REPLACED) >= 500_000:
-            _REPLACED.clear()
-        _REPLACED[(id(labels), rule)] = (labels, new)
+        new = _REPLACED.get(labels, rule)
+        if new is None:
+            match = pattern.fullmatch(dict(labels).get(src, ""))
+            new = _REPLACED.put(labels, _set_label(labels, dst, _expand(match, replacement)) if match else labels, rule)
         out.append(new)
     _check_unique(out, pos)
-    return Vector(out, vec.values)
+    return Vector(_REPLACED_LISTS.put(vec.labels, out, rule), vec.values)
 
 
-# label_replace's results by (identity of the input tuple, the rewrite); the entry keeps the
-# input alive, so its id cannot be reused meanwhile.
-_REPLACED: dict[tuple[int, tuple[str, str, str, str]], tuple[Labels, Labels]] = {}
+_REPLACED: IdentityMemo[Labels] = IdentityMemo(500_000)  # label_replace's results per tuple and rewrite
+_REPLACED_LISTS: IdentityMemo[list[Labels]] = IdentityMemo(256)  # ... and per list of tuples
 
 
 def label_join(vec: Vector, dst: str, sep: str, srcs: list[str], pos: int) -> Vector:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from promql.identity_memo import IdentityMemo
 from store.types import Float64Array
 
 Labels = tuple[tuple[str, str], ...]  # sorted (name, value) pairs; "__name__" included when present
@@ -36,40 +37,24 @@ class Vector:
         return [(dict(lab), float(v)) for lab, v in zip(self.labels, self.values.tolist())]
 
 
-# drop_name's answers by the identity of the label tuple (the entry keeps the tuple alive, so
-# its id cannot be reused): a range query drops the name of the same series at every step, and
-# the same result tuple lets later stages recognise the same series by identity.
-_DROPPED: dict[int, tuple[Labels, Labels]] = {}
+_DROPPED: IdentityMemo[Labels] = IdentityMemo(1_000_000)
+_DROPPED_LISTS: IdentityMemo[list[Labels]] = IdentityMemo(256)
 
 
 def drop_name(labels: Labels) -> Labels:
-    hit = _DROPPED.get(id(labels))
-    if hit is not None and hit[0] is labels:
-        return hit[1]
+    """The labels without ``__name__`` (remembered per label tuple: see promql.identity_memo)."""
+    hit = _DROPPED.get(labels)
+    if hit is not None:
+        return hit
     if labels and labels[0][0] == NAME:  # "__name__" sorts before lower-case label names
-        out = labels[1:]
-    else:
-        out = tuple(p for p in labels if p[0] != NAME)
-    if len(_DROPPED) >= 1_000_000:
-        _DROPPED.clear()
-    _DROPPED[id(labels)] = (labels, out)
-    return out
-
-
-_DROPPED_LISTS: dict[int, tuple[list[Labels], list[Labels]]] = {}
+        return _DROPPED.put(labels, labels[1:])
+    return _DROPPED.put(labels, tuple(p for p in labels if p[0] != NAME))
 
 
 def drop_names(labels: list[Labels]) -> list[Labels]:
-    """``drop_name`` of every element, the same list object for the same input list (a range
-    query's selector hands the same list to every step)."""
-    hit = _DROPPED_LISTS.get(id(labels))
-    if hit is not None and hit[0] is labels:
-        return hit[1]
-    out = [drop_name(lab) for lab in labels]
-    if len(_DROPPED_LISTS) >= 256:
-        _DROPPED_LISTS.clear()
-    _DROPPED_LISTS[id(labels)] = (labels, out)
-    return out
+    """``drop_name`` of every element, the same list object for the same input list."""
+    hit = _DROPPED_LISTS.get(labels)
+    return hit if hit is not None else _DROPPED_LISTS.put(labels, [drop_name(lab) for lab in labels])
 
 
 def keep_only(labels: Labels, names: Iterable[str]) -> Labels:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cost.attribution import TARGET_GPU_INFO
 from dashboard.model import Line
 from dashboard.window import NICE_STEPS_MS, Window, plan
 from promql import EvalContext, Vector, parse
@@ -31,7 +32,6 @@ Namer = Callable[[Labels], str]
 MODEL_SOURCES = ("inference_generation_tokens_total", "inference_requests_total", "gpu_generation_tokens_per_second")
 NODE_GPU_SOURCE = "gpu_utilization_ratio"
 NODE_INFERENCE_SOURCE = "inference_requests_total"
-TARGET_GPU_INFO = "infermeter_target_gpu_info"  # which GPUs (or "cpu") an engine target runs on
 NCCL_TIMEOUT_EVENTS = "nccl_timeout_event_timestamp_seconds"  # value: when the collector read the timeout
 
 

@@ -6,22 +6,18 @@ Points are stamped at the start of their step. PromQL queries do not come here."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
 from infermeter.api.params import BadParam, parse_step_ms, parse_time_ms
+from infermeter.api.prom_params import ApiError, Params
 from promql.aggregate import format_value
 from store.reader import RangeQuery
 from store.selector_text import SelectorError, parse_selector
 
-if TYPE_CHECKING:
-    from infermeter.api.routes_promql import Params
-
 
 async def legacy_range(runtime: Any, params: Params) -> dict[str, Any]:
-    from infermeter.api.routes_promql import ApiError
-
     now = runtime.clock.now_ms()
     text = params.get("query")
     try:

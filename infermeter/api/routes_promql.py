@@ -14,7 +14,6 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl
 
 import numpy as np
 from fastapi import APIRouter, Request
@@ -25,6 +24,7 @@ from infermeter import __version__
 from infermeter.api.deps import RuntimeDep
 from infermeter.api.legacy_range import legacy_range
 from infermeter.api.params import BadParam, parse_step_ms, parse_time_ms
+from infermeter.api.prom_params import ApiError, Params
 from promql import EvalContext, ExprError, Vector
 from promql import parse as parse_expr
 from promql.aggregate import format_value
@@ -56,47 +56,6 @@ def get_and_post(path: str) -> Callable[[Endpoint], Endpoint]:
         return fn
 
     return register
-
-
-class ApiError(Exception):
-    """An error answered in Prometheus's shape."""
-
-    STATUS = {"bad_data": 400, "execution": 422, "timeout": 503, "internal": 500}
-
-    def __init__(self, kind: str, message: str) -> None:
-        self.kind = kind
-        super().__init__(message)
-
-    def response(self) -> JSONResponse:
-        body = {"status": "error", "errorType": self.kind, "error": str(self)}
-        return JSONResponse(body, status_code=self.STATUS[self.kind])
-
-
-class Params:
-    """Query parameters and, for POST, the form body (Grafana sends POST by default)."""
-
-    def __init__(self, pairs: list[tuple[str, str]]) -> None:
-        self.pairs = pairs
-
-    @classmethod
-    async def of(cls, request: Request) -> Params:
-        pairs = list(request.query_params.multi_items())
-        if request.method == "POST":
-            kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
-            body = (await request.body()).decode("utf-8", "replace")
-            if kind in ("application/x-www-form-urlencoded", "") and body:
-                pairs += parse_qsl(body, keep_blank_values=True)
-        return cls(pairs)
-
-    def get(self, name: str) -> str | None:
-        found = [v for k, v in self.pairs if k == name]
-        return found[-1] if found else None
-
-    def all(self, name: str) -> list[str]:
-        return [v for k, v in self.pairs if k == name]
-
-    def has_any(self, names: tuple[str, ...]) -> bool:
-        return any(k in names for k, _ in self.pairs)
 
 
 def _fmt(value: float) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +17,22 @@ from infermeter.api import create_app
 from infermeter.runtime import Runtime, build_runtime
 from infermeter.settings import Settings
 from store.clock import Clock
+
+
+def wait_http(url: str, timeout_s: float, proc: subprocess.Popen[str] | None = None) -> None:
+    """Until ``url`` answers 200; fails at once when ``proc`` (the server) has exited."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            out = proc.stdout.read() if proc.stdout else ""
+            raise AssertionError(f"exited {proc.returncode} before {url} answered:\n{out[-3000:]}")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"{url} did not answer 200 within {timeout_s} s")
 
 
 def free_port() -> int:

@@ -26,7 +26,7 @@ from infermeter import db
 from infermeter.cli import build_parser
 from store import SampleBatch, SeriesKey, StoreOptions, TimeSeriesStore, create_store_engine
 from store.clock import SystemClock
-from tests.service import free_port
+from tests.service import free_port, wait_http
 
 HOUR = 3_600_000
 MINUTE = 60_000
@@ -104,20 +104,6 @@ def _ok(proc: subprocess.CompletedProcess[str]) -> str:
     return proc.stdout
 
 
-def _wait_http(url: str, proc: subprocess.Popen[str], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"exited {proc.returncode} before {url} answered:\n{proc.stdout.read() if proc.stdout else ''}")
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"{url} did not answer 200 within {timeout_s} s")
-
-
 def _stop(proc: subprocess.Popen[str]) -> str:
     proc.send_signal(signal.SIGTERM)
     try:
@@ -137,7 +123,7 @@ def smoke_up(s: SmallStore) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=s.root,
     )
     try:
-        _wait_http(f"http://127.0.0.1:{port}/ready", proc, 90)
+        wait_http(f"http://127.0.0.1:{port}/ready", 90, proc)
         body = httpx.get(f"http://127.0.0.1:{port}/api/v1/query", params={"query": "gpu_utilization_ratio"}).json()
         assert body["status"] == "success"
     finally:
@@ -159,7 +145,7 @@ def smoke_agent(s: SmallStore) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=s.root,
     )
     try:
-        _wait_http(f"http://127.0.0.1:{port}/health", proc, 60)
+        wait_http(f"http://127.0.0.1:{port}/health", 60, proc)
         deadline = time.monotonic() + 30
         queued = 0.0
         while time.monotonic() < deadline and queued == 0:
@@ -248,7 +234,7 @@ def smoke_worker_and_load(s: SmallStore) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(), cwd=s.root,
     )
     try:
-        _wait_http(f"http://127.0.0.1:{port}/health", proc, 180)
+        wait_http(f"http://127.0.0.1:{port}/health", 180, proc)
         out = _ok(_cli(s.config, "load", "--url", f"http://127.0.0.1:{port}", "--concurrency", "2", "--requests", "6",
                        "--prompt-tokens", "8", "--output-tokens", "4", "--no-progress"))
         assert "6" in out and "P99" in out.upper()

@@ -23,7 +23,7 @@ import httpx
 import pytest
 from fastapi import FastAPI, Response
 
-from tests.service import free_port, run_app
+from tests.service import free_port, run_app, wait_http
 
 VM = "/usr/bin/victoria-metrics"
 
@@ -61,7 +61,7 @@ class VictoriaMetrics:
         self.proc = subprocess.Popen([VM, f"-storageDataPath={self.storage}", f"-httpListenAddr=127.0.0.1:{self.port}",
                                       "-retentionPeriod=100y", "-loggerLevel=ERROR", "-search.latencyOffset=0s"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_ok(f"{self.url}/health", 30)
+        wait_http(f"{self.url}/health", 30)
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -82,23 +82,11 @@ class VictoriaMetrics:
         return out
 
 
-def _wait_ok(url: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"{url} did not answer within {timeout_s} s")
-
-
 def _agent(config: Path, port: int) -> subprocess.Popen[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("INFERMETER_")}
     proc = subprocess.Popen([sys.executable, "-m", "infermeter", "--config", str(config), "agent", "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=config.parent)
-    _wait_ok(f"http://127.0.0.1:{port}/health", 60)
+    wait_http(f"http://127.0.0.1:{port}/health", 60, proc)
     return proc
 
 
@@ -180,7 +168,7 @@ def test_agent_to_prometheus_remote_write_receiver(tmp_path: Path, sequence: tup
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     port = free_port()
     try:
-        _wait_ok(f"http://127.0.0.1:{prom_port}/-/ready", 60)
+        wait_http(f"http://127.0.0.1:{prom_port}/-/ready", 60)
         agent = _agent(_config(tmp_path, target, f"http://127.0.0.1:{prom_port}/api/v1/write"), port)
         try:
             time.sleep(4)

@@ -44,7 +44,6 @@ from benchmarks._common import (
     UTIL,
     Fleet,
     Target,
-    VictoriaMetrics,
     bench_parser,
     mixed_fleet,
     recent_hour,
@@ -52,6 +51,7 @@ from benchmarks._common import (
     section,
     skipped,
 )
+from benchmarks._victoriametrics import VictoriaMetrics
 from tests.prometheus_blocks import PrometheusMissing, backfill, prometheus, write_openmetrics
 
 STEP_MS = 60_000

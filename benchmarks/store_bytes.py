@@ -7,7 +7,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks._common import MIB, VM_BINARY, Fleet, Target, VictoriaMetrics, dir_bytes, section
+from benchmarks._common import MIB, Fleet, Target, dir_bytes, section
+from benchmarks._victoriametrics import VM_BINARY, VictoriaMetrics
 
 BYTES_GOAL = 4.0
 

@@ -16,10 +16,8 @@ from benchmarks._common import (
     HOUR_MS,
     SCRAPE_MS,
     UTIL,
-    VM_BINARY,
     Fleet,
     Target,
-    VictoriaMetrics,
     recent_hour,
     run_times,
     section,
@@ -28,6 +26,7 @@ from benchmarks._common import (
     timed,
     util_fleet,
 )
+from benchmarks._victoriametrics import VM_BINARY, VictoriaMetrics
 from benchmarks.store_common import Sizes, close_store, open_store
 from benchmarks.store_ingest import feed
 from store import ManualClock, RangeQuery, Reader, Selector, TimeSeriesStore

@@ -58,6 +58,7 @@ class Runtime:
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     started: bool = False
+    started_at_ms: int = 0  # when start() ran, by the runtime's clock (status/runtimeinfo)
     config_path: str | None = None
     scrapes: ScrapeManager | None = None  # built by build_runtime; loops start with the server
     telemetry: Telemetry | None = None
@@ -72,6 +73,7 @@ class Runtime:
         if self.started:
             return
         self.store.open()
+        self.started_at_ms = self.clock.now_ms()
         self._stop.clear()
         loop = threading.Thread(target=self._maintenance_loop, name="store-maintenance", daemon=True)
         loop.start()

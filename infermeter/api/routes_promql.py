@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 router = APIRouter(prefix="/api/v1", tags=["query"])
 LEGACY = ("fn", "by", "agg", "quantile")  # infermeter's stepped-fold extension of query_range
-STARTED = time.time()
 
 
 Endpoint = Callable[..., Awaitable[Any]]
@@ -290,7 +289,8 @@ async def runtimeinfo(runtime: RuntimeDep) -> dict[str, Any]:
     with runtime.store.lock:
         series_count = len(runtime.store.index)
     return {"status": "success", "data": {
-        "startTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(STARTED)), "CWD": "", "reloadConfigSuccess": True,
+        "startTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(runtime.started_at_ms / 1000)), "CWD": "",
+        "reloadConfigSuccess": True,
         "lastConfigTime": "", "corruptionCount": 0, "goroutineCount": 0, "GOMAXPROCS": 0, "GOGC": "",
         "GODEBUG": "", "storageRetention": "", "seriesCount": series_count, "pythonVersion": sys.version.split()[0],
     }}

@@ -118,6 +118,7 @@ def test_explore_metrics_browser_and_code_editor(grafana_view: str) -> None:
         assert isinstance(alerts, dict) and isinstance(alerts["alerts"], list)
         runtime = _ok(c.get("/api/v1/status/runtimeinfo"))
         assert isinstance(runtime, dict) and runtime["seriesCount"] == 5
+        assert runtime["startTime"] == "2027-01-15T09:00:00Z"  # the runtime's clock at start
 
 
 def test_bad_input_in_prometheus_error_shape(grafana_view: str) -> None:

@@ -107,6 +107,26 @@ class Reader:
         samples = self._samples(sids, snap, start_ms, end_ms)
         return [RawSeries(key, ts, val) for (_, key), (ts, val) in zip(found, samples)]
 
+    def active(self, selector: Selector, start_ms: int, end_ms: int) -> list[tuple[int, SeriesKey]]:
+        """The selected series with a sample in [start, end]: the head is counted, chunks are
+        only looked up by their time bounds (nothing is decoded; for label and series lists)."""
+        found = self.select(selector)
+        if not found:
+            return []
+        sids = np.asarray([s for s, _ in found], np.int64)
+        win = self.store.head_window(sids, start_ms, end_ms)
+        live = {int(s) for s, n in zip(sids.tolist(), win.counts.tolist()) if n > 0}
+        older = [int(s) for s, h in zip(sids.tolist(), win.head_start.tolist()) if h > start_ms and int(s) not in live]
+        p = self.store.backend.param
+        for group in batches(older):
+            rows = fetch_rows(self.store,
+                f"SELECT DISTINCT series_id FROM chunks WHERE series_id IN ({', '.join([p] * len(group))}) "
+                f"AND end_ms >= {p} AND start_ms <= {p}",
+                (*group, start_ms, end_ms),
+            )
+            live.update(int(sid) for (sid,) in rows)
+        return [(sid, key) for sid, key in found if sid in live]
+
     def raw_flat(self, selector: Selector, start_ms: int, end_ms: int) -> FlatSamples:
         """:meth:`raw` as flat arrays, read from the head without a per-series loop when the head
         covers the window (the common case for recent windows); older parts come from chunks."""

@@ -15,7 +15,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
@@ -195,11 +194,7 @@ def _matching(runtime: Runtime, params: Params, required: bool) -> list[dict[str
     bounded = params.get("start") is not None or params.get("end") is not None
     seen: dict[int, dict[str, str]] = {}
     for sel in selectors:
-        found = runtime.reader.select(sel)
-        if bounded and found:
-            flat = runtime.reader.raw_flat(sel, max(start, 0), end)
-            live = {sid for (sid, _), n in zip(flat.found, np.asarray(flat.counts).tolist()) if n > 0}
-            found = [(sid, key) for sid, key in found if sid in live]
+        found = runtime.reader.active(sel, max(start, 0), end) if bounded else runtime.reader.select(sel)
         for sid, key in found:
             seen[sid] = {"__name__": key.name, **key.labels_dict()}
     return [seen[sid] for sid in sorted(seen)]

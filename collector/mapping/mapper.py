@@ -210,7 +210,8 @@ def _evaluate(comp: _Compiled, batch: SampleBatch) -> SampleBatch:
         inv2, first2 = _group(slot, ts)
     g_slot, g_ts, size = slot[first2], ts[first2], len(first2)
     part = comp.part[ent]
-    x = np.where(live, v, 0.0) * comp.weight[ent] / comp.divisor[ent]  # stale NaNs never enter arithmetic
+    with np.errstate(over="ignore"):  # a raw value near the float limit times a unit scale is +-Inf, as it should be
+        x = np.where(live, v, 0.0) * comp.weight[ent] / comp.divisor[ent]  # stale NaNs never enter arithmetic
     is_num = part == NUM
     num = np.bincount(inv2, weights=np.where(is_num, x, 0.0), minlength=size)
     den = np.bincount(inv2, weights=np.where(is_num, 0.0, x), minlength=size)

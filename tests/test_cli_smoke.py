@@ -156,6 +156,15 @@ def smoke_agent(s: SmallStore) -> None:
     finally:
         out = _stop(proc)
     assert "infermeter agent on" in out
+    # no receiver, or a receiver that is not a URL: refused at start, saying what to set
+    nowhere = s.root / "agent-nowhere.yaml"
+    nowhere.write_text("gpu:\n  nvml: 'off'\nworker:\n  embedded: false\n")
+    refused = _cli(nowhere, "agent", "--port", str(free_port()))
+    assert refused.returncode == 1 and "agent.remote_write: at least one receiver is needed" in refused.stderr
+    bad = s.root / "agent-bad.yaml"
+    bad.write_text("agent:\n  remote_write:\n    - url: vm:8428/api/v1/write\n")
+    refused = _cli(bad, "agent")
+    assert refused.returncode == 1 and f"{bad}:3: agent.remote_write.0.url" in refused.stderr
 
 
 def smoke_check_config(s: SmallStore) -> None:

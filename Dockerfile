@@ -23,6 +23,7 @@ COPY dashboard dashboard
 COPY reports reports
 COPY worker worker
 COPY infermeter infermeter
+COPY remote remote
 COPY migrations migrations
 RUN pip install ".${EXTRAS:+[$EXTRAS]}"
 

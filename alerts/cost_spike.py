@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 
 from alerts.scaling import ScaleAdvisor
-from promql import EvalContext, SampleSource, Vector, parse
+from promql import EvalContext, SampleSource, Vector, context_at, parse
 
 RECENT, BASELINE = "1h", "24h"
 
@@ -45,8 +45,8 @@ class CostSpikeChecks:
     def __call__(self, labels: dict[str, str], at_ms: int) -> dict[str, str]:
         model = labels.get("model", "")
         match = f'{{model="{model}"}}' if model else ""
-        now = EvalContext(self.source, at_ms)
-        before = EvalContext(self.source, at_ms - 3_600_000)
+        now = context_at(self.source, at_ms)
+        before = context_at(self.source, at_ms - 3_600_000)
         util_now = _scalar(now, f"avg(avg_over_time(gpu_utilization_ratio[{RECENT}]))")
         util_before = _scalar(before, f"avg(avg_over_time(gpu_utilization_ratio[{BASELINE}]))")
         checks = {

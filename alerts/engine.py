@@ -23,7 +23,7 @@ from alerts.rulefile import Rule, RuleGroup
 from alerts.state import FIRING, PENDING, AlertInstance, RuleState, Transition
 from alerts.state_store import AlertStateStore
 from alerts.template import render
-from promql import EvalContext, ExprError, SampleSource, Vector
+from promql import EvalContext, ExprError, SampleSource, Vector, context_at
 from store.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ class RuleEngine:
     # -- evaluation --------------------------------------------------------------------------
     def evaluate_group(self, group: RuleGroup, at_ms: int) -> list[Transition]:
         started = time.perf_counter()
-        ctx = EvalContext(self.source, at_ms)
+        ctx = context_at(self.source, at_ms)
         transitions: list[Transition] = []
         for rule in group.rules:
             transitions.extend(self._evaluate_rule(rule, ctx, at_ms))

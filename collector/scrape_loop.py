@@ -34,7 +34,7 @@ from collector.appender import BatchingAppender
 from collector.source import Health, ScrapeResult, Source
 from collector.target_gpus import target_gpu_key
 from store.clock import Clock
-from store.interfaces import Appender
+from store.interfaces import SampleSink
 from store.types import STALE_NAN, Int64Array, SampleBatch, SeriesKey
 
 log = logging.getLogger(__name__)
@@ -281,7 +281,7 @@ def _equal(a: Sequence[SeriesKey], b: Sequence[SeriesKey]) -> bool:
     return (a if isinstance(a, list) else list(a)) == (b if isinstance(b, list) else list(b))
 
 
-def appender_call(appender: Appender) -> Callable[[SampleBatch], Awaitable[object]]:
+def appender_call(appender: SampleSink) -> Callable[[SampleBatch], Awaitable[object]]:
     """Store scrapes through a blocking appender, off the event loop: several scrapes per
     store append, each call returning once its batch is committed (:mod:`collector.appender`)."""
     return BatchingAppender(appender)

@@ -25,7 +25,8 @@ import numpy as np
 
 from cost.attribution import CPU, TARGET_GPU_INFO, GpuRef, Target, gpu_model_shares, resolve
 from cost.prices import PriceBook
-from store.reader import Fn, RangeQuery, Reader
+from store.interfaces import SeriesReader
+from store.reader import Fn, RangeQuery
 from store.series_index import Selector
 
 MINUTE_MS = 60_000
@@ -80,7 +81,7 @@ def instance_host(instance: str, local_host: str) -> str:
 
 
 class CostCalculator:
-    def __init__(self, reader: Reader, book: PriceBook, local_host: str) -> None:
+    def __init__(self, reader: SeriesReader, book: PriceBook, local_host: str) -> None:
         self.reader = reader
         self.book = book
         self.local_host = local_host

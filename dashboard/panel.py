@@ -93,7 +93,7 @@ class PanelContext:
     _failing: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
-        self.queries = SeriesQueries(self.sources.reader, self.sources.node_of)
+        self.queries = SeriesQueries(self.sources.reader, self.sources.node_of, self.sources.promql)
 
     def view(self, range_value: object, models: object, nodes: object) -> View:
         return View(self.sources.clock.now_ms(), parse_range(range_value, self.settings.default_range),

@@ -20,10 +20,11 @@ import numpy as np
 from cost.attribution import TARGET_GPU_INFO
 from dashboard.model import Line
 from dashboard.window import NICE_STEPS_MS, Window, plan
-from promql import EvalContext, Vector, parse
+from promql import SampleSource, Vector, context_at, parse
 from promql.sources import StoreSource
+from store.interfaces import SeriesReader
 from store.quantile import bucket_quantile, parse_le
-from store.reader import Combine, Fn, RangeQuery, Reader
+from store.reader import Combine, Fn, RangeQuery
 from store.series_index import Matcher, Selector
 from store.types import SeriesKey
 
@@ -97,9 +98,11 @@ def gpu_name(labels: Labels) -> str:
 
 
 class SeriesQueries:
-    def __init__(self, reader: Reader, node_of: Callable[[str], str]) -> None:
+    def __init__(self, reader: SeriesReader, node_of: Callable[[str], str], source: SampleSource | None = None) -> None:
         self.reader = reader
         self.node_of = node_of
+        # Expressions run through ``source``: over a remote engine, in the engine.
+        self.source: SampleSource = source if source is not None else StoreSource(reader)
 
     # -- what exists -------------------------------------------------------------------------
     def keys(self, metric: str, matchers: Sequence[Matcher] = ()) -> list[SeriesKey]:
@@ -264,7 +267,7 @@ class SeriesQueries:
     # -- instant values ----------------------------------------------------------------------
     def instant(self, expr: str, at_ms: int) -> list[tuple[Labels, float]]:
         """An expression of the rule language at ``at_ms``: [(labels, value)]."""
-        value = EvalContext(StoreSource(self.reader), at_ms).evaluate(parse(expr))
+        value = context_at(self.source, at_ms).evaluate(parse(expr))
         if isinstance(value, Vector):
             return [(labels, v) for labels, v in value.as_dicts() if v == v]
         number = float(value) if not isinstance(value, str) else float("nan")

@@ -30,8 +30,9 @@ from cost.compute import instance_host
 from cost.ledger import CostLedger
 from cost.prices import CostSettings
 from dashboard.settings import DashboardSettings
+from promql import SampleSource
 from store.clock import Clock
-from store.reader import Reader
+from store.interfaces import SeriesReader
 
 F64 = npt.NDArray[np.float64]
 
@@ -117,7 +118,7 @@ class RuntimeLike(Protocol):
     def clock(self) -> Clock: ...
 
     @property
-    def reader(self) -> Reader: ...
+    def reader(self) -> SeriesReader: ...
 
     @property
     def alerting(self) -> _Alerting | None: ...
@@ -153,7 +154,7 @@ class Targets:
 @dataclass(frozen=True)
 class Sources:
     clock: Clock
-    reader: Reader
+    reader: SeriesReader
     cost: CostSettings
     ledger: CostLedger | None = None
     rules: RuleEngine | None = None
@@ -164,6 +165,7 @@ class Sources:
     targets: Targets = field(default_factory=Targets)
     # instance label -> node, as the cost ledger attributes it (loopback means this host).
     node_of: Callable[[str], str] = field(default=lambda instance: local_node(instance))
+    promql: SampleSource | None = None  # where expressions run (None: over ``reader``, here)
 
 
 def local_node(instance: str) -> str:
@@ -193,6 +195,7 @@ def sources_from_runtime(runtime: RuntimeLike) -> Sources:
         forecasts=getattr(runtime, "forecast", None),
         targets=Targets.of(thresholds),
         node_of=node_of,
+        promql=getattr(runtime, "source", None),
     )
 
 

@@ -27,6 +27,7 @@ from prometheus_client.registry import Collector
 
 from collector.manager import ScrapeManager
 from collector.remote_write.appender import QueueAppender
+from collector.remote_write.metrics import queue_families
 from collector.remote_write.queue import DiskQueue
 from collector.remote_write.sender import Sender
 from infermeter.settings import Settings
@@ -71,34 +72,13 @@ class _AgentMetrics(Collector):
     def collect(self) -> Iterator[Any]:
         a = self.agent
         now = a.clock.now_ms()
-        depth = GaugeMetricFamily("infermeter_agent_queue_samples", "Samples waiting in a receiver's queue.", labels=["url"])
-        size = GaugeMetricFamily("infermeter_agent_queue_bytes", "Bytes of a receiver's queue on disk.", labels=["url"])
-        age = GaugeMetricFamily("infermeter_agent_queue_oldest_age_seconds", "Age of the oldest queued body.", labels=["url"])
-        sent = CounterMetricFamily("infermeter_agent_samples_sent", "Samples a receiver acknowledged.", labels=["url"])
-        dropped = CounterMetricFamily(
-            "infermeter_agent_samples_dropped", "Samples dropped: refused by the receiver or pushed out of a full queue.",
-            labels=["url", "reason"],
-        )
-        retries = CounterMetricFamily("infermeter_agent_send_retries", "Sends retried.", labels=["url"])
-        latency = GaugeMetricFamily("infermeter_agent_send_seconds", "Latency of the latest send.", labels=["url"])
-        for s in a.senders:
-            stats = s.queue.stats
-            depth.add_metric([s.url], stats.samples)
-            size.add_metric([s.url], stats.bytes)
-            oldest = s.queue.peek(1)
-            age.add_metric([s.url], max(0.0, (now - oldest[0].put_ms) / 1000) if oldest else 0.0)
-            sent.add_metric([s.url], s.stats.samples_sent)
-            dropped.add_metric([s.url, "refused"], s.stats.samples_dropped)
-            dropped.add_metric([s.url, "queue_full"], stats.dropped_samples)
-            dropped.add_metric([s.url, "corrupt"], stats.corrupt_records)
-            retries.add_metric([s.url], s.stats.retries)
-            latency.add_metric([s.url], s.stats.send_seconds[-1] if s.stats.send_seconds else 0.0)
+        yield from queue_families("infermeter_agent", [(s.url, s.queue, s.stats) for s in a.senders], now)
         enqueued = CounterMetricFamily("infermeter_agent_samples_enqueued", "Samples scraped and queued.")
         enqueued.add_metric([], a.appender.samples_enqueued)
         up = GaugeMetricFamily("up", "Whether the last scrape of a target worked.", labels=["job", "instance"])
         for status in a.scrapes.statuses():
             up.add_metric([status.spec.job, status.spec.instance], 1.0 if status.health.up else 0.0)
-        yield from (depth, size, age, sent, dropped, retries, latency, enqueued, up)
+        yield from (enqueued, up)
 
 
 def build_agent(settings: Settings, clock: Clock | None = None, nvml_module: Any = None,

@@ -27,13 +27,11 @@ from cost.ledger import CostLedger
 from cost.prices import PriceBook
 from infermeter.forecasting import ForecastJob, build_forecasting
 from infermeter.settings import Settings
-from promql import Vector
-from promql.sources import StoreSource
+from promql import SampleSource, Vector
 from store.clock import Clock
 from store.durations import parse_duration_ms
-from store.reader import Reader
+from store.interfaces import SampleSink, SeriesReader
 from store.series_index import Matcher, Selector
-from store.tsdb import TimeSeriesStore
 from store.types import SampleBatch, SeriesKey
 
 log = logging.getLogger(__name__)
@@ -62,7 +60,7 @@ def load_rule_groups(settings: Settings, config_path: str | None) -> list[RuleGr
 class InstanceCounter:
     """Instances serving a scope now: distinct `instance` labels of its inference series."""
 
-    reader: Reader
+    reader: SeriesReader
 
     def __call__(self, scope: str, at_ms: int) -> int:
         matchers = (Matcher("model", "=", scope),) if scope != "fleet" else ()
@@ -74,7 +72,7 @@ class InstanceCounter:
 class RecordSink:
     """Recording rules write their results back into the store as ordinary series."""
 
-    store: TimeSeriesStore
+    store: SampleSink
 
     def __call__(self, name: str, vector: Vector, at_ms: int) -> None:
         if not len(vector):
@@ -139,15 +137,15 @@ class Alerting:
 def build_alerting(
     settings: Settings,
     engine: Engine,
-    store: TimeSeriesStore,
-    reader: Reader,
+    store: SampleSink,
+    reader: SeriesReader,
+    source: SampleSource,
     clock: Clock,
     registry: CollectorRegistry,
     config_path: str | None,
     sink: AlertSink | None = None,
 ) -> Alerting:
     groups = load_rule_groups(settings, config_path)
-    source = StoreSource(reader)
     count = InstanceCounter(reader)
     policy = settings.alerts.scaling
     advisor = ScaleAdvisor(parse_duration_ms(policy.cooldown), policy.min_instances, policy.max_instances, count, registry, engine)

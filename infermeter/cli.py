@@ -119,7 +119,7 @@ def cmd_agent(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def cmd_query(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from infermeter.cli_store import SchemaBehind, read_only_store
     from store.clock import SystemClock
-    from store.reader import RangeQuery, Reader
+    from store.reader import RangeQuery
     from store.series_index import Matcher, Selector
 
     settings = _settings_or_exit(args.config, err)
@@ -134,11 +134,11 @@ def cmd_query(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return EXIT_USAGE
     clock = SystemClock()
     try:
-        with read_only_store(settings, clock) as store:
+        with read_only_store(settings, clock) as side:
             now = clock.now_ms()
             by = tuple(x for x in args.by.split(",") if x) if args.by else None
             query = RangeQuery(Selector(args.metric, matchers), now - since, now, step, args.fn, by, args.agg)
-            results = Reader(store).range(query)
+            results = side.reader.range(query)
     except SchemaBehind as exc:
         print(f"error: {exc}", file=err)
         return EXIT_INVALID
@@ -226,7 +226,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.func(args, out or sys.stdout, err or sys.stderr)
+    from remote.client import EngineError
+
+    try:
+        code: int = args.func(args, out or sys.stdout, err or sys.stderr)
+    except EngineError as exc:  # store.backend remote: the engine is down or refused a read
+        print(f"error: {exc}", file=err or sys.stderr)
+        return EXIT_INVALID
     return code
 
 

@@ -97,9 +97,7 @@ def cmd_backtest(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from alerts.engine import RuleEngine
     from alerts.state import Transition
     from infermeter.alerting import load_rule_groups
-    from promql.sources import StoreSource
     from store.clock import ManualClock, SystemClock
-    from store.reader import Reader
 
     try:
         settings, _ = load_settings(args.config)
@@ -115,15 +113,15 @@ def cmd_backtest(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
     try:
-        store = open_read_only(settings, SystemClock())
+        side = open_read_only(settings, SystemClock())
     except SchemaBehind as exc:
         print(f"error: {exc}", file=err)
         return EXIT_INVALID
     try:
-        now = store.clock.now_ms()
+        now = SystemClock().now_ms()
         start = (now - since) // step * step
         clock = ManualClock(start)
-        rules = RuleEngine(groups, StoreSource(Reader(store)), clock, CollectorRegistry())
+        rules = RuleEngine(groups, side.source, clock, CollectorRegistry())
         transitions: list[tuple[str, Transition]] = []
         t = start
         while t <= now:
@@ -132,7 +130,7 @@ def cmd_backtest(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 transitions.extend((group.name, tr) for tr in rules.evaluate_group(group, t))
             t += step
     finally:
-        store.engine.dispose()
+        side.close()
     fired = [(g, tr) for g, tr in transitions if tr.to_state in ("firing", "resolved")]
     print(f"# rules replayed over the last {args.since} every {args.step}: {len(fired)} firing/resolved transitions", file=out)
     for group_name, tr in fired:
@@ -162,8 +160,8 @@ def cmd_cost_recompute(args: argparse.Namespace, out: TextIO, err: TextIO) -> in
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
     try:
-        with read_only_store(settings, clock) as store:
-            ledger = ledger_for(store, settings, clock)
+        with read_only_store(settings, clock) as side:
+            ledger = ledger_for(side, settings, clock)
             hours = ledger.recompute(since)
             total = sum(float(r["dollars"] or 0) for r in ledger.spend(since - since % 3_600_000, clock.now_ms() + 3_600_000))
     except SchemaBehind as exc:
@@ -187,12 +185,12 @@ def forecast_service(args: argparse.Namespace) -> ForecastService:
         raise ValueError("\n".join(str(p) for p in exc.problems)) from None
     clock = SystemClock()
     try:
-        store = open_read_only(settings, clock)
+        side = open_read_only(settings, clock)
     except SchemaBehind as exc:
         raise ValueError(str(exc)) from None
-    ledger = ledger_for(store, settings, clock)
+    ledger = ledger_for(side, settings, clock)
     fleet = [SeriesId(q, "fleet") for q in QUANTITIES]
-    return ForecastService(LedgerHistory(ledger), store.engine, clock, series=fleet)
+    return ForecastService(LedgerHistory(ledger), side.engine, clock, series=fleet)
 
 
 def stored_spend_forecast(engine: object, settings: object, now_ms: int) -> object:

@@ -55,6 +55,8 @@ EXAMPLES: dict[str, Any] = {
         {"url": "http://infermeter:8000/api/v1/write", "headers": {"Authorization": "Bearer <token>"}, "timeout": "10s"},
     ],
     "agent.external_labels": {"cluster": "prod-eu-1"},
+    "store.remote.headers": {"X-Scope-OrgID": "gpu-fleet"},
+    "store.remote.external_labels": {"cluster": "prod-eu-1"},
     "nccl.paths": ["/var/log/training/nccl-*.log", "/var/lib/nccl-inspector/*.prom"],
     "alerts.rule_files": ["rules/extra.yml"],
     "cost.gpu_prices": [

@@ -12,9 +12,11 @@ import logging
 import random
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
 from sqlalchemy import Engine, text
 
 from alerts.notify.service import Notifier
@@ -29,17 +31,35 @@ from forecast.service import ForecastService
 from infermeter import db
 from infermeter.alerting import Alerting, build_alerting, load_rule_groups
 from infermeter.config_file import ConfigError, load_settings
-from infermeter.self_metrics import ApiMetrics, build_registry
+from infermeter.self_metrics import ApiMetrics, StoreCollector, build_registry
 from infermeter.settings import Settings
 from infermeter.targets import source_factories, target_specs
 from infermeter.telemetry import Telemetry
+from promql import SampleSource
+from promql.sources import StoreSource
+from remote import EngineClient, RemoteReader, RemoteSampleStore, RemoteSource
+from remote.store import RemoteStoreCollector
 from store.clock import Clock, SystemClock
 from store.engine import create_store_engine
+from store.interfaces import SeriesReader
 from store.reader import Reader
-from store.tsdb import TimeSeriesStore
+from store.tsdb import AppendResult, TimeSeriesStore
+from store.types import SampleBatch
 from worker.child import EmbeddedWorker
 
 log = logging.getLogger(__name__)
+
+
+class SampleStore(Protocol):
+    """Where samples go: the embedded :class:`TimeSeriesStore` or a remote engine's queue."""
+
+    def append(self, batch: SampleBatch) -> AppendResult: ...
+
+    def open(self) -> None: ...
+
+    def close(self, flush: bool = True) -> None: ...
+
+    def maintain(self) -> None: ...
 
 
 @dataclass
@@ -47,10 +67,15 @@ class Runtime:
     settings: Settings
     engine: Engine
     clock: Clock
-    store: TimeSeriesStore
-    reader: Reader
+    store: SampleStore
+    reader: SeriesReader
     registry: CollectorRegistry
     api_metrics: ApiMetrics
+    # Where PromQL runs: over ``reader`` here, or in the remote engine.
+    source: SampleSource
+    # The embedded store (None on the remote backend, where /api/v1 reads go to the engine).
+    tsdb: TimeSeriesStore | None = None
+    engine_client: EngineClient | None = None
     push_cache: SeriesCache = field(default_factory=SeriesCache)
     # The series cache is not thread-safe and pushes parse on the thread pool; parsing is
     # CPU-bound under the GIL anyway, so serialising it costs nothing.
@@ -172,6 +197,10 @@ class Runtime:
                 problems["schema"] = f"schema at {current}, code expects {head}: run `infermeter db upgrade`"
         except Exception as exc:
             problems["schema"] = f"cannot read the schema revision: {exc}"
+        if self.engine_client is not None:
+            trouble = self.engine_client.healthy(self.clock.now_ms())
+            if trouble:
+                problems["engine"] = trouble
         if not self.started:
             problems["runtime"] = "not started"
         return problems
@@ -183,6 +212,33 @@ class StoredForecasts:
 
     def latest(self, series_id: str) -> StoredForecast | None:
         return self.service.latest(SeriesId.parse(series_id))
+
+
+@dataclass(frozen=True)
+class Samples:
+    """The samples side of the runtime, embedded or remote (``store.backend``)."""
+
+    store: SampleStore
+    reader: SeriesReader
+    source: SampleSource
+    metrics: Collector
+    tsdb: TimeSeriesStore | None = None
+    client: EngineClient | None = None
+
+
+def build_samples(settings: Settings, engine: Engine, clock: Clock) -> Samples:
+    if settings.store.backend == "remote":
+        remote = settings.store.remote
+        client = EngineClient(remote.query_url, remote.headers, remote.timeout / 1000)
+        reader = RemoteReader(client, clock)
+        writer = RemoteSampleStore(
+            remote.write_url, Path(remote.queue_dir), clock, headers=remote.headers, timeout_s=remote.timeout / 1000,
+            max_queue_bytes=remote.max_queue_bytes, external_labels=remote.external_labels,
+        )
+        return Samples(writer, reader, RemoteSource(client, reader), RemoteStoreCollector(writer), client=client)
+    tsdb = TimeSeriesStore(engine, clock, settings.store.options())
+    local = Reader(tsdb)
+    return Samples(tsdb, local, StoreSource(local), StoreCollector(tsdb), tsdb=tsdb)
 
 
 def build_runtime(
@@ -200,20 +256,23 @@ def build_runtime(
     )
     if migrate:
         db.upgrade(engine)
-    store = TimeSeriesStore(engine, clock, settings.store.options())
-    scrapes = ScrapeManager(appender_call(store), clock, factories=source_factories(clock, nvml_module))
-    registry, api_metrics = build_registry(store, scrapes.statuses)
+    samples = build_samples(settings, engine, clock)
+    scrapes = ScrapeManager(appender_call(samples.store), clock, factories=source_factories(clock, nvml_module))
+    registry, api_metrics = build_registry(samples.metrics, scrapes.statuses)
     tel = settings.telemetry
-    telemetry = Telemetry(tel.otlp_endpoint, tel.export_interval, tel.service_name, store, scrapes.statuses)
+    telemetry = Telemetry(tel.otlp_endpoint, tel.export_interval, tel.service_name, samples.tsdb, scrapes.statuses)
     scrapes.tracer = telemetry.tracer
     runtime = Runtime(
         settings=settings,
         engine=engine,
         clock=clock,
-        store=store,
-        reader=Reader(store),
+        store=samples.store,
+        reader=samples.reader,
         registry=registry,
         api_metrics=api_metrics,
+        source=samples.source,
+        tsdb=samples.tsdb,
+        engine_client=samples.client,
         config_path=config_path,
         scrapes=scrapes,
         telemetry=telemetry,
@@ -223,7 +282,8 @@ def build_runtime(
     # The notifier reads its outbox and groups from the database: built after the migration.
     runtime.notifier = Notifier(settings.notify, engine, clock, registry, random.Random())
     runtime.alerting = build_alerting(
-        settings, engine, store, runtime.reader, clock, registry, config_path, sink=runtime.notifier.submit
+        settings, engine, samples.store, runtime.reader, samples.source, clock, registry, config_path,
+        sink=runtime.notifier.submit,
     )
     if runtime.alerting.forecasting is not None:
         runtime.forecast = StoredForecasts(runtime.alerting.forecasting.service)

@@ -85,9 +85,10 @@ class ApiMetrics:
 
 
 def build_registry(
-    store: TimeSeriesStore, statuses: Callable[[], list[TargetStatus]]
+    store: Collector, statuses: Callable[[], list[TargetStatus]]
 ) -> tuple[CollectorRegistry, ApiMetrics]:
+    """``store``: the samples store's own metrics (:class:`StoreCollector` for the embedded one)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreCollector(store))
+    registry.register(store)
     registry.register(ScrapeCollector(statuses))
     return registry, ApiMetrics(registry)

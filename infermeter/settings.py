@@ -52,7 +52,48 @@ class RetentionSettings(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
+def _http_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"{url!r} is not an http(s) URL with a host")
+    return url
+
+
+class RemoteEngineSettings(_Strict):
+    """A Prometheus-compatible engine holding the samples (``store.backend: remote``)."""
+
+    write_url: str = Field(
+        "", description="its remote-write endpoint: http://vm:8428/api/v1/write, "
+        "http://vminsert:8480/insert/0/prometheus/api/v1/write, http://mimir:8080/api/v1/push",
+    )
+    query_url: str = Field(
+        "", description="the root its Prometheus API is served under (/api/v1/query is appended): http://vm:8428, "
+        "http://vmselect:8481/select/0/prometheus, http://mimir:8080/prometheus",
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="sent with every write and query (X-Scope-OrgID, Authorization)"
+    )
+    timeout: DurationMs = Field(30_000, description="one request's time limit")
+    external_labels: dict[str, str] = Field(
+        default_factory=dict, description="labels added to every series this process writes that lacks them (cluster)"
+    )
+    queue_dir: str = Field("./data/remote-queue", description="the durable queue of samples not yet acknowledged")
+    max_queue_bytes: int = Field(
+        512 * 1024 * 1024, ge=1024 * 1024, description="past this the oldest queued data is dropped, and counted"
+    )
+
+    @field_validator("write_url", "query_url")
+    @classmethod
+    def _http(cls, url: str) -> str:
+        return _http_url(url) if url else url
+
+
 class StoreSettings(_Strict):
+    backend: Literal["embedded", "remote"] = Field(
+        "embedded", description="embedded: samples in the database at url; remote: samples in the engine at "
+        "store.remote (url then holds only alerts, outbox, prices, ledger and forecasts)",
+    )
+    remote: RemoteEngineSettings = Field(RemoteEngineSettings(), description=RemoteEngineSettings.__doc__)
     url: str = Field(
         "sqlite:///./data/infermeter.db",
         description="SQLite file (created on first start) or PostgreSQL through psycopg 3, "
@@ -101,6 +142,14 @@ class StoreSettings(_Strict):
     def _chunk_range_fits_rollups(self) -> StoreSettings:
         if self.chunk_range % 3_600_000:
             raise ValueError("chunk_range must be a whole number of hours (rollups are cut at 1m and 1h)")
+        return self
+
+    @model_validator(mode="after")
+    def _remote_has_urls(self) -> StoreSettings:
+        if self.backend == "remote":
+            missing = [name for name in ("write_url", "query_url") if not getattr(self.remote, name)]
+            if missing:
+                raise ValueError(f"backend remote needs store.remote.{' and store.remote.'.join(missing)}")
         return self
 
     def options(self) -> StoreOptions:
@@ -266,10 +315,7 @@ class RemoteWriteSettings(_Strict):
     @field_validator("url")
     @classmethod
     def _http(cls, url: str) -> str:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"{url!r} is not an http(s) URL with a host")
-        return url
+        return _http_url(url)
 
 
 class AgentSettings(_Strict):

@@ -33,7 +33,7 @@ class Telemetry:
         endpoint: str | None,
         export_interval_ms: int,
         service_name: str,
-        store: TimeSeriesStore,
+        store: TimeSeriesStore | None,
         statuses: Callable[[], list[TargetStatus]],
     ) -> None:
         self.endpoint = endpoint.rstrip("/") if endpoint else None
@@ -54,13 +54,15 @@ class Telemetry:
         meter = self._meters.get_meter("infermeter")
 
         def store_counter(key: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+            assert store is not None
             return lambda _options: [Observation(store.stats[key])]
 
-        for key in ("appended", "duplicates", "rejected", "checkpoints"):
-            meter.create_observable_counter(f"infermeter.store.samples_{key}", [store_counter(key)])
-        meter.create_observable_gauge(
-            "infermeter.store.head_samples", [lambda _o: [Observation(store.head.samples)]]
-        )
+        if store is not None:  # None: samples live in a remote engine, which reports on itself
+            for key in ("appended", "duplicates", "rejected", "checkpoints"):
+                meter.create_observable_counter(f"infermeter.store.samples_{key}", [store_counter(key)])
+            meter.create_observable_gauge(
+                "infermeter.store.head_samples", [lambda _o: [Observation(store.head.samples)]]
+            )
 
         def scrapes(_options: CallbackOptions) -> Iterable[Observation]:
             for st in statuses():

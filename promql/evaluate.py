@@ -68,6 +68,14 @@ class SampleSource(Protocol):
         ...
 
 
+def context_at(source: SampleSource, at_ms: int) -> EvalContext:
+    """An evaluation context at ``at_ms`` over ``source``. A source that evaluates whole
+    expressions itself (a remote engine, :mod:`remote.source`) makes its own through its
+    ``context`` method; any other is read sample by sample here."""
+    own = getattr(source, "context", None)
+    return own(at_ms) if own is not None else EvalContext(source, at_ms)
+
+
 class EvalContext:
     """``start_ms``/``end_ms``: the query's range (for ``@ start()`` / ``@ end()``; an instant
     query's are its time); ``subquery_step_ms``: the step of ``x[5m:]`` (Prometheus uses the

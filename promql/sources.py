@@ -10,7 +10,7 @@ import numpy as np
 from promql.evaluate import Fetched
 from promql.range_funcs import Segments
 from promql.vector import NAME, Labels
-from store.reader import Reader
+from store.interfaces import SeriesReader
 from store.series_index import Matcher, Selector
 from store.types import Float64Array, Int64Array, SeriesKey
 
@@ -23,7 +23,7 @@ class StoreSource:
     """Reads through the store's reader: recent windows come from the in-memory head, all
     series of a selector at once (no per-series loop)."""
 
-    def __init__(self, reader: Reader) -> None:
+    def __init__(self, reader: SeriesReader) -> None:
         self.reader = reader
         self._labels: dict[int, Labels] = {}  # series id -> labels, built once per series
 

@@ -66,13 +66,13 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"error: --period: {exc}", file=err)
         return EXIT_USAGE
     try:
-        store = open_read_only(settings, clock)
+        side = open_read_only(settings, clock)
     except SchemaBehind as exc:
         print(f"error: {exc}", file=err)
         return EXIT_INVALID
-    engine = store.engine
+    engine = side.engine
     try:
-        ledger = ledger_for(store, settings, clock)
+        ledger = ledger_for(side, settings, clock)
         now = clock.now_ms()
         factory: ForecastFactory | None = args.forecast_factory
         sources = ReportSources(ledger, settings.cost, now, AlertHistoryAnomalies(engine),
@@ -82,7 +82,7 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"error: {exc}", file=err)
         return EXIT_INVALID
     finally:
-        engine.dispose()
+        side.close()
     target = args.out or ("-" if args.format == "csv" else rendered.filename)
     try:
         _write(rendered.content, target, out, binary=args.format != "csv")

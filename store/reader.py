@@ -13,6 +13,7 @@ so the first ``increase``/``rate`` includes the increase across its left edge.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -214,32 +215,11 @@ class Reader:
     # -- stepped range -----------------------------------------------------------------------
     def range(self, query: RangeQuery) -> list[SeriesResult]:
         found = self.select(query.selector)
-        step = query.step_ms
-        origin = query.start_ms // step * step
-        n_steps = (query.end_ms - origin) // step + 1
-        stamps = origin + np.arange(n_steps, dtype=np.int64) * step
         if not found:
             return []
-        # Only increase and rate look one step back (for the increase across the left edge).
-        lookback = step if query.fn in ("increase", "rate") else 0
-        frame, source = self._frame(found, origin - lookback, query.end_ms, step, query.fn)
-        folded = regroup(frame, step, origin, NEEDS[query.fn])
-        values = _fn_values(folded, query.fn, step)
-        keep = folded.bucket >= origin
-        sids = np.asarray([sid for sid, _ in found], np.int64)
-        row_of = np.zeros(int(sids.max()) + 1, np.int64)
-        row_of[sids] = np.arange(len(sids))
-        matrix = np.full((len(found), n_steps), np.nan)
-        rows = row_of[folded.sid[keep]]
-        cols = (folded.bucket[keep] - origin) // step
-        if len(rows):
-            matrix[rows, cols] = values[keep]
-        if query.by is None:
-            return [
-                SeriesResult({"__name__": key.name, **key.labels_dict()}, stamps, matrix[i], source)
-                for i, (_, key) in enumerate(found)
-            ]
-        return _combine(found, matrix, stamps, query.by, query.combine, source)
+        origin = query.start_ms // query.step_ms * query.step_ms
+        frame, source = self._frame(found, origin - range_lookback(query), query.end_ms, query.step_ms, query.fn)
+        return fold_range(query, found, frame, source)
 
     def _frame(
         self, found: list[tuple[int, SeriesKey]], start_ms: int, end_ms: int, step: int, fn: str = "avg"
@@ -293,19 +273,63 @@ class Reader:
         by: tuple[str, ...] = (),
     ) -> list[SeriesResult]:
         """Quantile q of a ``*_bucket`` histogram from the increase of its buckets per step."""
-        grouped = self.range(
-            RangeQuery(bucket_selector, start_ms, end_ms, step_ms, "increase", (*by, "le"), "sum")
-        )
-        groups: dict[tuple[str, ...], list[SeriesResult]] = {}
-        for result in grouped:
-            groups.setdefault(tuple(result.labels.get(label, "") for label in by), []).append(result)
-        out = []
-        for values, members in sorted(groups.items()):
-            bounds = np.asarray([parse_le(m.labels["le"]) for m in members])
-            counts = np.vstack([m.values for m in members])
-            quantile = bucket_quantile(q, bounds, counts)
-            out.append(SeriesResult(dict(zip(by, values)), members[0].ts_ms, quantile, members[0].source))
-        return out
+        return stepped_quantile(self.range, q, bucket_selector, start_ms, end_ms, step_ms, by)
+
+
+def range_lookback(query: RangeQuery) -> int:
+    """How far before the first bucket a range query reads: one step for increase and rate
+    (for the increase across the left edge), nothing otherwise."""
+    return query.step_ms if query.fn in ("increase", "rate") else 0
+
+
+def fold_range(
+    query: RangeQuery, found: list[tuple[int, SeriesKey]], frame: Frame, source: str
+) -> list[SeriesResult]:
+    """Folds the samples (or rollup rows) of the ``found`` series into the query's steps, then
+    applies its function and grouping; every reader, local or remote, ends here."""
+    step = query.step_ms
+    origin = query.start_ms // step * step
+    n_steps = (query.end_ms - origin) // step + 1
+    stamps = origin + np.arange(n_steps, dtype=np.int64) * step
+    folded = regroup(frame, step, origin, NEEDS[query.fn])
+    values = _fn_values(folded, query.fn, step)
+    keep = folded.bucket >= origin
+    sids = np.asarray([sid for sid, _ in found], np.int64)
+    row_of = np.zeros(int(sids.max()) + 1, np.int64)
+    row_of[sids] = np.arange(len(sids))
+    matrix = np.full((len(found), n_steps), np.nan)
+    rows = row_of[folded.sid[keep]]
+    cols = (folded.bucket[keep] - origin) // step
+    if len(rows):
+        matrix[rows, cols] = values[keep]
+    if query.by is None:
+        return [
+            SeriesResult({"__name__": key.name, **key.labels_dict()}, stamps, matrix[i], source)
+            for i, (_, key) in enumerate(found)
+        ]
+    return _combine(found, matrix, stamps, query.by, query.combine, source)
+
+
+def stepped_quantile(
+    range_of: Callable[[RangeQuery], list[SeriesResult]],
+    q: float,
+    bucket_selector: Selector,
+    start_ms: int,
+    end_ms: int,
+    step_ms: int,
+    by: tuple[str, ...] = (),
+) -> list[SeriesResult]:
+    grouped = range_of(RangeQuery(bucket_selector, start_ms, end_ms, step_ms, "increase", (*by, "le"), "sum"))
+    groups: dict[tuple[str, ...], list[SeriesResult]] = {}
+    for result in grouped:
+        groups.setdefault(tuple(result.labels.get(label, "") for label in by), []).append(result)
+    out = []
+    for values, members in sorted(groups.items()):
+        bounds = np.asarray([parse_le(m.labels["le"]) for m in members])
+        counts = np.vstack([m.values for m in members])
+        quantile = bucket_quantile(q, bounds, counts)
+        out.append(SeriesResult(dict(zip(by, values)), members[0].ts_ms, quantile, members[0].source))
+    return out
 
 
 def _fn_values(frame: Frame, fn: str, step: int) -> Float64Array:
@@ -360,4 +384,4 @@ def _combine(
     return out
 
 
-__all__ = ["Reader", "RangeQuery", "SeriesResult", "RawSeries", "NEVER"]
+__all__ = ["Reader", "RangeQuery", "SeriesResult", "RawSeries", "NEVER", "fold_range", "range_lookback", "stepped_quantile"]

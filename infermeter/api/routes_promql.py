@@ -21,6 +21,7 @@ from starlette.concurrency import run_in_threadpool
 
 from infermeter import __version__
 from infermeter.api.deps import RuntimeDep
+from infermeter.api.engine_proxy import forward
 from infermeter.api.legacy_range import legacy_range
 from infermeter.api.params import BadParam, parse_step_ms, parse_time_ms
 from infermeter.api.prom_params import ApiError, Params
@@ -29,7 +30,6 @@ from promql import parse as parse_expr
 from promql.aggregate import format_value
 from promql.promql import to_promql
 from promql.range_query import QueryTimeout, check_resolution, deadline_after, evaluate_range
-from promql.sources import StoreSource
 from store.durations import parse_duration_ms
 from store.selector_text import SelectorError, parse_selector
 from store.series_index import Selector
@@ -122,11 +122,13 @@ async def query(request: Request, runtime: RuntimeDep) -> Any:
     """Instant query: full PromQL (``query``) at ``time`` (default now); ``timeout``."""
     try:
         params = await Params.of(request)
+        if runtime.engine_client is not None:
+            return await forward(runtime, "/api/v1/query", params)
         node = _expression(params.get("query"))
         now = runtime.clock.now_ms()
         at = _time(params, "time", now, now)
         settings = runtime.settings.query
-        ctx = EvalContext(StoreSource(runtime.reader), at, settings.lookback_delta,
+        ctx = EvalContext(runtime.source, at, settings.lookback_delta,
                           subquery_step_ms=settings.subquery_step, deadline=deadline_after(_timeout(params, runtime)))
         value = await _run(ctx.evaluate, node)
         return _success(_vector_json(value, at))
@@ -144,6 +146,8 @@ async def query_range(request: Request, runtime: RuntimeDep) -> Any:
         params = await Params.of(request)
         if params.has_any(LEGACY):
             return await legacy_range(runtime, params)
+        if runtime.engine_client is not None:
+            return await forward(runtime, "/api/v1/query_range", params)
         node = _expression(params.get("query"))
         now = runtime.clock.now_ms()
         start = _time(params, "start", now, None)
@@ -158,7 +162,7 @@ async def query_range(request: Request, runtime: RuntimeDep) -> Any:
             raise ApiError("bad_data", exc.message) from None
         settings = runtime.settings.query
         matrix = await _run(
-            lambda: evaluate_range(node, StoreSource(runtime.reader), start, end, step, lookback_ms=settings.lookback_delta,
+            lambda: evaluate_range(node, runtime.source, start, end, step, lookback_ms=settings.lookback_delta,
                                    subquery_step_ms=settings.subquery_step,
                                    deadline=deadline_after(_timeout(params, runtime)))
         )
@@ -205,6 +209,8 @@ async def series(request: Request, runtime: RuntimeDep) -> Any:
     """Label sets of the series matching any ``match[]`` (``start``/``end`` narrow them)."""
     try:
         params = await Params.of(request)
+        if runtime.engine_client is not None:
+            return await forward(runtime, "/api/v1/series", params)
         found = await run_in_threadpool(_matching, runtime, params, True)
         return {"status": "success", "data": found}
     except ApiError as exc:
@@ -212,8 +218,17 @@ async def series(request: Request, runtime: RuntimeDep) -> Any:
 
 
 def _all_keys(runtime: Runtime) -> list[SeriesKey]:
-    with runtime.store.lock:
-        return runtime.store.index.keys()
+    tsdb = runtime.tsdb
+    assert tsdb is not None  # the remote backend forwards before reaching here
+    with tsdb.lock:
+        return tsdb.index.keys()
+
+
+def _metric_names(runtime: Runtime) -> set[str]:
+    tsdb = runtime.tsdb
+    assert tsdb is not None
+    with tsdb.lock:
+        return set(tsdb.index.metrics())
 
 
 @get_and_post("/labels")
@@ -221,6 +236,8 @@ async def labels(request: Request, runtime: RuntimeDep) -> Any:
     """Every label name (of the series ``match[]`` selects, when given), sorted."""
     try:
         params = await Params.of(request)
+        if runtime.engine_client is not None:
+            return await forward(runtime, "/api/v1/labels", params)
         found = await run_in_threadpool(_matching, runtime, params, False)
         if found is None:
             names = {"__name__"} | {name for key in await run_in_threadpool(_all_keys, runtime) for name, _ in key.labels}
@@ -237,11 +254,12 @@ async def label_values(name: str, request: Request, runtime: RuntimeDep) -> Any:
     selects when given, sorted."""
     try:
         params = await Params.of(request)
+        if runtime.engine_client is not None:
+            return await forward(runtime, f"/api/v1/label/{name}/values", params)
         found = await run_in_threadpool(_matching, runtime, params, False)
         if found is None:
             if name == "__name__":
-                with runtime.store.lock:
-                    values = set(runtime.store.index.metrics())
+                values = _metric_names(runtime)
             else:
                 values = {key.get(name) for key in await run_in_threadpool(_all_keys, runtime)} - {""}
         else:
@@ -252,13 +270,14 @@ async def label_values(name: str, request: Request, runtime: RuntimeDep) -> Any:
 
 
 @router.get("/metadata")
-async def metadata(runtime: RuntimeDep, metric: str | None = None, limit: int | None = None) -> Any:
+async def metadata(request: Request, runtime: RuntimeDep, metric: str | None = None, limit: int | None = None) -> Any:
     """Type, help and unit per metric name: the canonical set's (collector/mapping/canonical.py)
     and infermeter's own, for the names the store holds."""
     from collector.mapping.canonical import CANONICAL
 
-    with runtime.store.lock:
-        stored = set(runtime.store.index.metrics())
+    if runtime.engine_client is not None:
+        return await forward(runtime, "/api/v1/metadata", await Params.of(request))
+    stored = _metric_names(runtime)
     data: dict[str, list[dict[str, str]]] = {}
     for family, meta in sorted(CANONICAL.items()):
         present = family in stored or (meta.type == "histogram" and f"{family}_bucket" in stored)
@@ -281,8 +300,10 @@ async def buildinfo() -> dict[str, Any]:
 
 @router.get("/status/runtimeinfo")
 async def runtimeinfo(runtime: RuntimeDep) -> dict[str, Any]:
-    with runtime.store.lock:
-        series_count = len(runtime.store.index)
+    series_count = 0  # on the remote backend the engine's own status pages count its series
+    if runtime.tsdb is not None:
+        with runtime.tsdb.lock:
+            series_count = len(runtime.tsdb.index)
     return {"status": "success", "data": {
         "startTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(runtime.started_at_ms / 1000)), "CWD": "",
         "reloadConfigSuccess": True,
@@ -292,10 +313,12 @@ async def runtimeinfo(runtime: RuntimeDep) -> dict[str, Any]:
 
 
 @get_and_post("/query_exemplars")
-async def query_exemplars(request: Request) -> Any:
+async def query_exemplars(request: Request, runtime: RuntimeDep) -> Any:
     """Exemplars are not stored: an empty result (what Prometheus answers without any)."""
     try:
         params = await Params.of(request)
+        if runtime.engine_client is not None:
+            return await forward(runtime, "/api/v1/query_exemplars", params)
         _expression(params.get("query"))
         return {"status": "success", "data": []}
     except ApiError as exc:

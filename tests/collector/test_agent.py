@@ -9,7 +9,6 @@ served each value: the values the receiver holds are checked against the values 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -23,9 +22,8 @@ import httpx
 import pytest
 from fastapi import FastAPI, Response
 
+from tests.engines import Prometheus, VictoriaMetrics, needs_prometheus, needs_vm
 from tests.service import free_port, run_app, wait_http
-
-VM = "/usr/bin/victoria-metrics"
 
 
 class Sequence:
@@ -51,35 +49,12 @@ class Sequence:
         return app
 
 
-class VictoriaMetrics:
-    def __init__(self, storage: Path, port: int) -> None:
-        self.storage, self.port = storage, port
-        self.url = f"http://127.0.0.1:{port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen([VM, f"-storageDataPath={self.storage}", f"-httpListenAddr=127.0.0.1:{self.port}",
-                                      "-retentionPeriod=100y", "-loggerLevel=ERROR", "-search.latencyOffset=0s"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_http(f"{self.url}/health", 30)
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(30)
-            self.proc = None
-
-    def values(self) -> dict[int, dict[str, str]]:
-        httpx.get(f"{self.url}/internal/force_flush", timeout=30)
-        reply = httpx.post(f"{self.url}/api/v1/export", data={"match[]": "seq_total"}, timeout=30)
-        out: dict[int, dict[str, str]] = {}
-        import json
-
-        for line in reply.text.splitlines():
-            row = json.loads(line)
-            for v in row["values"]:
-                out[int(v)] = row["metric"]
-        return out
+def _values(vm: VictoriaMetrics) -> dict[int, dict[str, str]]:
+    out: dict[int, dict[str, str]] = {}
+    for row in vm.export("seq_total"):
+        for v in row["values"]:  # type: ignore[attr-defined]
+            out[int(v)] = row["metric"]  # type: ignore[assignment]
+    return out
 
 
 def _agent(config: Path, port: int) -> subprocess.Popen[str]:
@@ -113,7 +88,7 @@ def sequence() -> Iterator[tuple[Sequence, str]]:
         yield seq, base
 
 
-@pytest.mark.skipif(not os.access(VM, os.X_OK), reason="the Debian package victoria-metrics is installed by make test")
+@needs_vm
 def test_agent_to_victoriametrics_survives_an_outage_and_a_kill(tmp_path: Path, sequence: tuple[Sequence, str]) -> None:
     seq, target = sequence
     vm = VictoriaMetrics(tmp_path / "vm", free_port())
@@ -123,7 +98,7 @@ def test_agent_to_victoriametrics_survives_an_outage_and_a_kill(tmp_path: Path, 
     agent = _agent(config, port)
     try:
         time.sleep(4)
-        got = vm.values()
+        got = _values(vm)
         served_before = [v for t, v in seq.served if t < time.monotonic() - 2]
         assert served_before and set(served_before) <= set(got), (served_before, sorted(got))
         labels = next(iter(got.values()))
@@ -144,7 +119,7 @@ def test_agent_to_victoriametrics_survives_an_outage_and_a_kill(tmp_path: Path, 
             time.sleep(0.5)
         assert _queued(port) == 0
         time.sleep(1)
-        got = vm.values()
+        got = _values(vm)
         stop_at = time.monotonic() - 1.5
         served = [v for t, v in seq.served if t < stop_at]
         # a scrape answered in the instant before the kill may not have reached the disk yet
@@ -157,18 +132,14 @@ def test_agent_to_victoriametrics_survives_an_outage_and_a_kill(tmp_path: Path, 
         vm.stop()
 
 
-@pytest.mark.skipif(not shutil.which("prometheus"), reason="the Debian package prometheus is installed by make test")
+@needs_prometheus
 def test_agent_to_prometheus_remote_write_receiver(tmp_path: Path, sequence: tuple[Sequence, str]) -> None:
     seq, target = sequence
-    prom_port = free_port()
-    (tmp_path / "prometheus.yml").write_text("global:\n  scrape_interval: 1m\n")
-    prom = subprocess.Popen([shutil.which("prometheus") or "prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}",
-                             "--web.enable-remote-write-receiver", "--log.level=warn"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prom = Prometheus(tmp_path / "prom")
+    prom.start()
+    prom_port = prom.port
     port = free_port()
     try:
-        wait_http(f"http://127.0.0.1:{prom_port}/-/ready", 60)
         agent = _agent(_config(tmp_path, target, f"http://127.0.0.1:{prom_port}/api/v1/write"), port)
         try:
             time.sleep(4)
@@ -181,5 +152,4 @@ def test_agent_to_prometheus_remote_write_receiver(tmp_path: Path, sequence: tup
             agent.kill()
             agent.wait(10)
     finally:
-        prom.terminate()
-        prom.wait(30)
+        prom.stop()

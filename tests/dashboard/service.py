@@ -78,20 +78,24 @@ class Seeded:
 
 
 def seed(settings: Settings, config_path: str, end_ms: int, hours: float, shape: FleetShape | None = None,
-         live_every_ms: int = 5 * MINUTE_MS, alerts: bool = True, log: Callable[[str], None] | None = None) -> Seeded:
+         live_every_ms: int = 5 * MINUTE_MS, alerts: bool = True, log: Callable[[str], None] | None = None,
+         settle: Callable[[Runtime], None] | None = None) -> Seeded:
     """Fill the store: the fleet's series, the cost ledger's hours, the live cost series every
-    ``live_every_ms``, alert states (firing, pending, resolved) and one silence."""
+    ``live_every_ms``, alert states (firing, pending, resolved) and one silence. On the remote
+    backend ``settle`` waits until what was written is queryable in the engine."""
     started = time.perf_counter()
     fleet = SyntheticFleet(shape or FleetShape(), end_ms - int(hours * HOUR_MS), end_ms)
     clock = ManualClock(fleet.start_ms)
     runtime = build_runtime(settings, clock, config_path=config_path)
     runtime.store.open()
     try:
-        ids = runtime.store.resolve(fleet.keys)
+        ids = runtime.tsdb.resolve(fleet.keys) if runtime.tsdb is not None else None
         for batch in fleet.batches():
             clock.set(int(batch.ts_ms[-1]))
             runtime.store.append(SampleBatch(batch.keys, batch.key_index, batch.ts_ms, batch.values, ids))
         clock.set(end_ms)
+        if settle is not None:
+            settle(runtime)
         say = log or (lambda _text: None)
         say(f"  {fleet.samples:,} samples stored in {time.perf_counter() - started:.0f} s")
         assert runtime.alerting is not None and runtime.notifier is not None
@@ -103,6 +107,8 @@ def seed(settings: Settings, config_path: str, end_ms: int, hours: float, shape:
             live = ledger.live_series(minute)
             if live:
                 runtime.store.append(SampleBatch.from_samples(live))
+        if settle is not None:
+            settle(runtime)
         say(f"  live cost series written by {time.perf_counter() - started:.0f} s")
         if alerts:
             for at in (end_ms - 12 * MINUTE_MS, end_ms):
@@ -111,7 +117,8 @@ def seed(settings: Settings, config_path: str, end_ms: int, hours: float, shape:
                 matchers=(Matcher("alertname", "=", "GpuTemperatureHigh"),), starts_at_ms=end_ms - HOUR_MS,
                 ends_at_ms=end_ms + 2 * HOUR_MS, created_by="dashboard-test", comment="fan replacement planned",
             ))
-        runtime.store.checkpoint(force=True)
+        if runtime.tsdb is not None:
+            runtime.tsdb.checkpoint(force=True)
     finally:
         runtime.store.close(flush=True)
         runtime.engine.dispose()

@@ -58,8 +58,9 @@ def test_the_schema_rejects_what_compose_would() -> None:
 def test_services_are_wired() -> None:
     services = _compose()["services"]
     assert set(services) == {"postgres", "infermeter", "worker", "prometheus", "alertmanager", "grafana",
-                             "agent", "victoriametrics"}
-    assert {n for n, svc in services.items() if "fleet" in svc.get("profiles", [])} == {"agent", "victoriametrics"}
+                             "agent", "victoriametrics", "infermeter-fleet"}
+    fleet = {n for n, svc in services.items() if "fleet" in svc.get("profiles", [])}
+    assert fleet == {"agent", "victoriametrics", "infermeter-fleet"}
     app, worker = services["infermeter"], services["worker"]
     assert app["image"] == worker["image"] and app["build"] == worker["build"]  # one image, built once
     assert app["command"][:2] == ["infermeter", "up"]
@@ -74,7 +75,7 @@ def test_services_are_wired() -> None:
             assert dep in services, f"{name} depends on unknown {dep}"
     published = [p.split(":")[0] for s in services.values() for p in s.get("ports", [])]
     assert len(published) == len(set(published)), published
-    assert {"8000", "8080", "9090", "9093", "3000", "9109", "8428"} <= set(published)
+    assert {"8000", "8080", "9090", "9093", "3000", "9109", "8428", "8001"} <= set(published)
     # Prometheus reaches the services by the names its config uses.
     prom = yaml.safe_load((REPO / "deploy" / "prometheus.yml").read_text())
     targets = {t for job in prom["scrape_configs"] for sc in job["static_configs"] for t in sc["targets"]}
@@ -132,11 +133,29 @@ def test_the_fleet_agent_ships_to_services_of_the_stack() -> None:
     assert dict((t, s) for s, t in _mounts(agent))[config] == "./deploy/agent.yaml"
     settings, _ = load_settings(str(REPO / "deploy" / "agent.yaml"))
     receivers = [rw.url for rw in settings.agent.remote_write]
-    assert receivers == ["http://infermeter:8000/api/v1/write", "http://victoriametrics:8428/api/v1/write"]
+    assert receivers == ["http://victoriametrics:8428/api/v1/write"]
     for url in receivers + [u for t in settings.scrape.targets for u in t.urls]:
         assert url.split("//")[1].split(":")[0] in services
     assert settings.agent.queue_dir.startswith("/var/lib/infermeter-agent")  # on the agent-queue volume
     assert "9109:9109" in agent["ports"] and settings.agent.port == 9109
+
+
+def test_the_fleet_up_reads_and_writes_the_engine_and_keeps_state_in_its_own_database() -> None:
+    services = _compose()["services"]
+    fleet = services["infermeter-fleet"]
+    config = fleet["environment"]["INFERMETER_CONFIG"]
+    assert dict((t, s) for s, t in _mounts(fleet))[config] == "./deploy/infermeter-fleet.yaml"
+    settings, _ = load_settings(str(REPO / "deploy" / "infermeter-fleet.yaml"))
+    assert settings.store.backend == "remote"
+    assert settings.store.remote.write_url == "http://victoriametrics:8428/api/v1/write"
+    assert settings.store.remote.query_url == "http://victoriametrics:8428"
+    assert settings.store.remote.queue_dir.startswith("/var/lib/infermeter")  # on the fleet-queue volume
+    assert dict((t, s) for s, t in _mounts(fleet))["/var/lib/infermeter"] == "fleet-queue"
+    assert settings.server.port == 8001 and "8001:8001" in fleet["ports"]
+    database = fleet["environment"]["INFERMETER_STORE_URL"].rsplit("/", 1)[1]
+    init = dict((t, s) for s, t in _mounts(services["postgres"]))
+    script = (REPO / init["/docker-entrypoint-initdb.d/init-fleet.sql"]).read_text()
+    assert f"CREATE DATABASE {database} " in script and database != services["postgres"]["environment"]["POSTGRES_DB"]
 
 
 def test_mounted_configs_are_valid_for_their_programs() -> None:
@@ -161,6 +180,7 @@ def test_the_image_holds_every_package() -> None:
 
 
 @pytest.mark.parametrize("path", ["deploy/prometheus.yml", "deploy/alertmanager.yml", "deploy/infermeter.yaml",
+                                  "deploy/infermeter-fleet.yaml",
                                   "deploy/worker.yaml", "deploy/grafana/provisioning/datasources/prometheus.yml",
                                   "deploy/grafana/provisioning/dashboards/infermeter.yml"])
 def test_yaml_files_parse(path: str) -> None:

@@ -92,11 +92,14 @@ def _federated() -> re.Pattern[str]:
 def test_datasource_provisioning() -> None:
     data = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "prometheus.yml").read_text())
     assert data["apiVersion"] == 1
-    prom, ours = data["datasources"]
+    prom, ours, engine, fleet = data["datasources"]
     assert (prom["type"], prom["uid"], prom["url"], prom["access"], prom["isDefault"]) == (
         "prometheus", "prometheus", "http://prometheus:9090", "proxy", True)
     assert (ours["type"], ours["uid"], ours["url"], ours["jsonData"]["httpMethod"]) == (
         "prometheus", "infermeter", "http://infermeter:8000", "POST")
+    # the fleet profile's engine and its `up` (docker-compose.yml names both services)
+    assert (engine["type"], engine["uid"], engine["url"]) == ("prometheus", "engine", "http://victoriametrics:8428")
+    assert (fleet["type"], fleet["uid"], fleet["url"]) == ("prometheus", "infermeter-fleet", "http://infermeter-fleet:8001")
 
 
 def test_every_query_runs_on_infermeter_directly(tmp_path: Path) -> None:

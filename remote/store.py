@@ -22,8 +22,8 @@ import httpx
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from collector.remote_write.encoder import WriteRequestEncoder
 from collector.remote_write.metrics import queue_families
-from collector.remote_write.proto import encode_write_request
 from collector.remote_write.queue import DiskQueue
 from collector.remote_write.sender import Sender, SenderStats
 from store.clock import Clock
@@ -51,6 +51,8 @@ class RemoteSampleStore:
         self.clock = clock
         self.queue = DiskQueue(queue_dir, max_queue_bytes)
         self.external_labels = dict(external_labels or {})
+        self.encoder = WriteRequestEncoder(self.external_labels)
+        self._encode_lock = threading.Lock()  # the encoder's label cache is not thread-safe
         self._headers = dict(headers or {})
         self._timeout_s = timeout_s
         self._rng = rng
@@ -67,7 +69,9 @@ class RemoteSampleStore:
         """Queue a batch; returns once it is on disk (fsync), as the embedded store's append."""
         if not len(batch):
             return AppendResult()
-        self.queue.put(encode_write_request(batch, self.external_labels), len(batch), self.clock.now_ms())
+        with self._encode_lock:
+            body = self.encoder.encode(batch)
+        self.queue.put(body, len(batch), self.clock.now_ms())
         self.samples_enqueued += len(batch)
         loop, sender = self._loop, self.sender
         if loop is not None and sender is not None:

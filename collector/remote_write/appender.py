@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 
-from collector.remote_write.proto import encode_write_request
+from collector.remote_write.encoder import WriteRequestEncoder
 from collector.remote_write.queue import DiskQueue
 from collector.remote_write.sender import Sender
 from store.clock import Clock
@@ -19,13 +19,14 @@ class QueueAppender:
         self.senders = list(senders)
         self.queues: list[DiskQueue] = [s.queue for s in self.senders]
         self.external_labels = dict(external_labels)
+        self.encoder = WriteRequestEncoder(self.external_labels)
         self.clock = clock
         self.samples_enqueued = 0
 
     async def __call__(self, batch: SampleBatch) -> None:
         if not len(batch):
             return
-        body = encode_write_request(batch, self.external_labels)
+        body = self.encoder.encode(batch)  # ~1 µs a sample: on the loop, like the parse before it
         now = self.clock.now_ms()
         for queue in self.queues:
             await asyncio.to_thread(queue.put, body, len(batch), now)

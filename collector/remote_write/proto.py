@@ -1,8 +1,9 @@
 """Prometheus remote-write 1.0 bodies: snappy-compressed protobuf ``WriteRequest``.
 
-The message classes are built at first use from a descriptor written out here (the schema is
-four tiny messages: WriteRequest -> TimeSeries -> Label, Sample), so no generated code or extra
-package is needed beyond ``protobuf``; snappy's block format comes from ``cramjam``.
+Decoding (the receiver, ``/api/v1/write``) uses message classes built at first use from a
+descriptor written out here (the schema is four tiny messages: WriteRequest -> TimeSeries ->
+Label, Sample), so no generated code is needed beyond ``protobuf``; encoding writes the wire
+format directly (:mod:`collector.remote_write.encoder`). Snappy's block format comes from ``cramjam``.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from functools import cache
 from typing import Any
 
 import cramjam
-import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from collector.remote_write.encoder import WriteRequestEncoder
 from store.types import SampleBatch
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -49,30 +50,9 @@ def write_request_class() -> Any:
 
 
 def encode_write_request(batch: SampleBatch, external: Mapping[str, str] | None = None) -> bytes:
-    """A batch as a snappy-compressed WriteRequest: one TimeSeries per series with its samples in
-    time order, labels sorted by name (the receivers require it), ``external`` labels added where
-    a series does not carry them itself (as Prometheus's external_labels)."""
-    request = write_request_class()()
-    if not len(batch):
-        return bytes(cramjam.snappy.compress_raw(request.SerializeToString()))
-    index = np.asarray(batch.key_index, np.int64)
-    ts = np.asarray(batch.ts_ms, np.int64)
-    values = np.asarray(batch.values, np.float64)
-    order = np.lexsort((ts, index))
-    index, ts, values = index[order], ts[order], values[order]
-    bounds = np.flatnonzero(np.diff(index)) + 1
-    starts = np.concatenate(([0], bounds))
-    ends = np.concatenate((bounds, [len(index)]))
-    extra = dict(external or {})
-    for lo, hi in zip(starts.tolist(), ends.tolist()):
-        key = batch.keys[int(index[lo])]
-        labels = {**extra, **dict(key.labels), "__name__": key.name}
-        series = request.timeseries.add()
-        for name in sorted(labels):
-            series.labels.add(name=name, value=labels[name])
-        for t, v in zip(ts[lo:hi].tolist(), values[lo:hi].tolist()):
-            series.samples.add(value=v, timestamp=t)
-    return bytes(cramjam.snappy.compress_raw(request.SerializeToString()))
+    """A batch as a snappy-compressed WriteRequest (see :class:`WriteRequestEncoder`, which
+    senders keep so that each series' label bytes are built once)."""
+    return WriteRequestEncoder(external).encode(batch)
 
 
 def sample_count(body: bytes) -> int:

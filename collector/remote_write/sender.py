@@ -1,6 +1,7 @@
 """Delivers one receiver's queue, oldest first, with Prometheus remote write 1.0.
 
-A 2xx acknowledges the body (it leaves the queue). Connection errors, timeouts, 5xx and 429
+A 2xx acknowledges the bodies sent (they leave the queue; up to 64 queued bodies go in one
+request). Connection errors, timeouts, 5xx and 429
 are retried with capped exponential backoff and full jitter, honouring ``Retry-After``; the
 body stays first in the queue, so delivery resumes in order. Any other 4xx means the receiver
 will never take this body (bad labels, out-of-order samples it refuses): it is dropped, its
@@ -16,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 
+import cramjam
 import httpx
 
 from collector.remote_write.queue import DiskQueue, Record
@@ -28,6 +30,12 @@ HEADERS = {
     "X-Prometheus-Remote-Write-Version": "0.1.0",
     "User-Agent": "infermeter-agent",
 }
+
+
+# Several queued bodies go out in one request (fewer round trips and cursor writes when the
+# queue holds a backlog or many small scrapes); a 4xx then drops them together.
+MAX_RECORDS_PER_SEND = 64
+MAX_SEND_BYTES = 4 * 1024 * 1024
 
 
 @dataclass
@@ -74,6 +82,7 @@ class Sender:
         backoff: Backoff = Backoff(),
         rng: random.Random | None = None,
         wall_clock: Callable[[], float] | None = None,
+        max_records: int = MAX_RECORDS_PER_SEND,
     ) -> None:
         self.url = url
         self.queue = queue
@@ -83,19 +92,19 @@ class Sender:
         self.backoff = backoff
         self.rng = rng or random.Random()
         self.wall_clock = wall_clock
+        self.max_records = max_records
         self.stats = SenderStats()
         self.wake = asyncio.Event()  # set by the appender after a put
 
     async def run(self, stop: asyncio.Event) -> None:
         attempt = 0
         while not stop.is_set():
-            records = await asyncio.to_thread(self.queue.peek, 1)
+            records = await asyncio.to_thread(self.queue.peek, self.max_records)
             if not records:
                 self.wake.clear()
                 await _wait_any(stop, self.wake, 1.0)
                 continue
-            record = records[0]
-            delay = await self._send(record)
+            delay = await self._send(_within(records, MAX_SEND_BYTES))
             if delay is None:
                 attempt = 0
                 continue
@@ -103,21 +112,22 @@ class Sender:
             self.stats.retries += 1
             await _wait_any(stop, None, max(delay, self.backoff.delay(attempt, self.rng)))
 
-    async def _send(self, record: Record) -> float | None:
-        """None when the record left the queue (sent or dropped), else the least delay before
+    async def _send(self, records: list[Record]) -> float | None:
+        """None when the records left the queue (sent or dropped), else the least delay before
         the next try (0 without a Retry-After)."""
         loop = asyncio.get_running_loop()
         started = loop.time()
+        samples = sum(r.samples for r in records)
         try:
-            reply = await self.client.post(self.url, content=record.payload, headers=self.headers, timeout=self.timeout_s)
+            reply = await self.client.post(self.url, content=_joined(records), headers=self.headers, timeout=self.timeout_s)
         except httpx.HTTPError as exc:
             self.stats.last_error = f"{type(exc).__name__}: {exc}"
             log.debug("remote write to %s failed: %s", self.url, self.stats.last_error)
             return 0.0
         self.stats.send_seconds = [*self.stats.send_seconds[-99:], loop.time() - started]
         if reply.is_success:
-            await asyncio.to_thread(self.queue.ack, record)
-            self.stats.samples_sent += record.samples
+            await asyncio.to_thread(self.queue.ack_all, records)
+            self.stats.samples_sent += samples
             self.stats.last_error = ""
             return None
         reason = f"{reply.status_code} {reply.text[:300].strip()}"
@@ -125,10 +135,30 @@ class Sender:
         if reply.status_code == 429 or reply.status_code >= 500:
             now = self.wall_clock() if self.wall_clock else 0.0
             return retry_after_s(reply.headers.get("retry-after"), now) or 0.0
-        log.warning("remote write to %s refused %d samples, dropping them: %s", self.url, record.samples, reason)
-        await asyncio.to_thread(self.queue.ack, record)
-        self.stats.samples_dropped += record.samples
+        log.warning("remote write to %s refused %d samples, dropping them: %s", self.url, samples, reason)
+        await asyncio.to_thread(self.queue.ack_all, records)
+        self.stats.samples_dropped += samples
         return None
+
+
+def _within(records: list[Record], max_bytes: int) -> list[Record]:
+    """The oldest records whose payloads fit in ``max_bytes`` (at least one)."""
+    total, out = 0, []
+    for record in records:
+        total += len(record.payload)
+        if out and total > max_bytes:
+            break
+        out.append(record)
+    return out
+
+
+def _joined(records: list[Record]) -> bytes:
+    """One WriteRequest of several: repeated fields concatenate in protobuf, so the bodies'
+    uncompressed bytes are joined and compressed once."""
+    if len(records) == 1:
+        return records[0].payload
+    raw = b"".join(bytes(cramjam.snappy.decompress_raw(r.payload)) for r in records)
+    return bytes(cramjam.snappy.compress_raw(raw))
 
 
 async def _wait_any(stop: asyncio.Event, other: asyncio.Event | None, timeout_s: float) -> None:

@@ -40,25 +40,19 @@ def _receiver(script: list[int], got: list[tuple[int, float]]) -> FastAPI:
         status = script.pop(0) if script else 200
         from infermeter.api.remote_write import decode_remote_write
 
-        value = float(decode_remote_write(body, 1 << 20).values[0])
-        got.append((status, value))
+        for value in decode_remote_write(body, 1 << 20).values.tolist():
+            got.append((status, float(value)))
         headers = {"Retry-After": "0"} if status == 429 else {}
         return Response(status_code=status, headers=headers, content=b"bad labels" if status == 400 else b"")
 
     return app
 
 
-def test_every_body_arrives_once_in_order_through_failures(tmp_path: Path) -> None:
-    queue = DiskQueue(tmp_path / "q")
-    for v in range(6):
-        queue.put(_body(float(v)), sample_count(_body(float(v))), now_ms=v)
-    got: list[tuple[int, float]] = []
-    script = [503, 429, 200, 400, 200, 500, 200, 200]
-
-    async def deliver(url: str) -> Sender:
+def _deliver_all(queue: DiskQueue, url: str, max_records: int) -> Sender:
+    async def deliver() -> Sender:
         stop = asyncio.Event()
         async with httpx.AsyncClient() as client:
-            sender = Sender(url, queue, client, backoff=Backoff(0.01, 0.05), rng=random.Random(1))
+            sender = Sender(url, queue, client, backoff=Backoff(0.01, 0.05), rng=random.Random(1), max_records=max_records)
             task = asyncio.create_task(sender.run(stop))
             for _ in range(400):
                 await asyncio.sleep(0.02)
@@ -68,8 +62,17 @@ def test_every_body_arrives_once_in_order_through_failures(tmp_path: Path) -> No
             await task
         return sender
 
+    return asyncio.run(deliver())
+
+
+def test_every_body_arrives_once_in_order_through_failures(tmp_path: Path) -> None:
+    queue = DiskQueue(tmp_path / "q")
+    for v in range(6):
+        queue.put(_body(float(v)), sample_count(_body(float(v))), now_ms=v)
+    got: list[tuple[int, float]] = []
+    script = [503, 429, 200, 400, 200, 500, 200, 200]
     with run_app(_receiver(script, got)) as base:
-        sender = asyncio.run(deliver(f"{base}/api/v1/write"))
+        sender = _deliver_all(queue, f"{base}/api/v1/write", max_records=1)
     delivered = [v for status, v in got if status == 200]
     assert delivered == [0.0, 2.0, 3.0, 4.0, 5.0]  # in order, once each; 1.0 was refused
     assert [v for status, v in got if status == 400] == [1.0]
@@ -120,3 +123,24 @@ def test_retry_after_forms() -> None:
     assert retry_after_s("3", 0) == 3.0
     assert retry_after_s("Wed, 21 Oct 2015 07:28:00 GMT", 1445412470.0) == 10.0
     assert retry_after_s("soon", 0) is None and retry_after_s(None, 0) is None
+
+
+def test_a_backlog_goes_out_in_one_request_and_a_refusal_drops_that_request(tmp_path: Path) -> None:
+    queue = DiskQueue(tmp_path / "q")
+    for v in range(6):
+        queue.put(_body(float(v)), 1, now_ms=v)
+    got: list[tuple[int, float]] = []
+    with run_app(_receiver([503, 200], got)) as base:
+        sender = _deliver_all(queue, f"{base}/api/v1/write", max_records=4)
+    # 4 bodies per request: refused once (retried), then 0..3 together, then 4..5
+    assert got == [(503, 0.0), (503, 1.0), (503, 2.0), (503, 3.0), (200, 0.0), (200, 1.0), (200, 2.0), (200, 3.0),
+                   (200, 4.0), (200, 5.0)]
+    assert sender.stats.samples_sent == 6 and queue.stats.records == 0
+
+    for v in range(6, 9):
+        queue.put(_body(float(v)), 1, now_ms=v)
+    got.clear()
+    with run_app(_receiver([400], got)) as base:
+        sender = _deliver_all(queue, f"{base}/api/v1/write", max_records=64)
+    assert got == [(400, 6.0), (400, 7.0), (400, 8.0)]
+    assert sender.stats.samples_dropped == 3 and queue.stats.records == 0

@@ -143,7 +143,7 @@ class Sender:
 
 def _within(records: list[Record], max_bytes: int) -> list[Record]:
     """The oldest records whose payloads fit in ``max_bytes`` (at least one)."""
-    total, out = 0, []
+    total, out = 0, list[Record]()
     for record in records:
         total += len(record.payload)
         if out and total > max_bytes:

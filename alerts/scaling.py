@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Counter, Gauge
-from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import Engine
 
 from alerts.rulefile import Rule
@@ -23,13 +22,6 @@ from alerts.schema import scale_events
 from alerts.state import AlertInstance
 
 ACTIONS = ("add_instance", "remove_instance")
-
-
-class ScalePolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    cooldown: str = Field("300s", description="one recommendation per scope per cooldown (duration)")
-    min_instances: int = Field(2, ge=1, description="recommendations never go below this many instances")
-    max_instances: int = Field(16, ge=1, description="recommendations never go above this many instances")
 
 
 @dataclass(frozen=True)

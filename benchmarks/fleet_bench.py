@@ -34,13 +34,25 @@ if not __package__:  # run as a file: the benchmarks package is not importable t
 import argparse
 import contextlib
 import os
+import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
-from benchmarks._common import MIB, Target, add_repeats, bench_parser, scratch_dir, section, skipped, spread
+from benchmarks._common import (
+    MIB,
+    Target,
+    add_repeats,
+    bench_parser,
+    dir_bytes,
+    scratch_dir,
+    section,
+    skipped,
+    spread,
+)
 from benchmarks._victoriametrics import VictoriaMetrics
 from benchmarks.fleet_procs import (
     VMAGENT,
@@ -155,10 +167,30 @@ def fleet_and_rules(args: argparse.Namespace, vm: VictoriaMetrics, tmp: Path) ->
                   f"{100 * (cpu1 - cpu0) / (t1 - t0):.0f}% of a core")
         print(f"  delay of scrapes on time: p50 {watch.quantile(0.5):.2f} s, p99 {watch.quantile(0.99):.2f} s")
         print(f"  sustained: {spread(rates)} samples/s")
+        sizing(vm, procs, edges, n_targets * args.fleet_series)
         lines.append(Target.median_of("fleet_delayed_share_pct", [100 * s for s in shares], 1.0,
                                       higher_is_better=False).line())
         lines.append(rules_vs_vmalert(args, vm, tmp))
     return lines
+
+
+def sizing(vm: VictoriaMetrics, procs: Sequence[tuple[object, psutil.Process]], edges: list[tuple[float, float, float]],
+           scraped_series: int) -> None:
+    """The per-series and per-sample figures docs/capacity.md is derived from."""
+    (_, rows0, cpu0), (_, rows1, cpu1) = edges[0], edges[-1]
+    vm.http.get("/internal/force_flush")
+    series = vm.http.get("/api/v1/query", params={"query": 'count({job="fleet"})'}).json()["data"]["result"]
+    active = float(series[0]["value"][1]) if series else float("nan")
+    rows_total = vm.metric('vm_rows_inserted_total{type="promremotewrite"}')
+    vm_rss = psutil.Process(vm.proc.pid).memory_info().rss
+    agent_rss = [ps.memory_info().rss for _, ps in procs]
+    print(f"  sizing: {active:,.0f} active series in the engine ({scraped_series:,} scraped + per-target and mapped ones)")
+    print(f"    agents: {(cpu1 - cpu0) / ((rows1 - rows0) / 1e6):.2f} CPU s per M samples, "
+          f"RSS {statistics.mean(agent_rss) / MIB:.0f} MiB each ({len(procs)} agents, "
+          f"{statistics.mean(agent_rss) / (active / len(procs)):,.0f} B per series shipped)")
+    print(f"    engine: RSS {vm_rss / MIB:.0f} MiB ({vm_rss / active:,.0f} B per active series), "
+          f"{dir_bytes(vm.storage) / rows_total:.2f} bytes per sample on disk after {rows_total:,.0f} samples "
+          f"(not yet merged down)")
 
 
 def rules_vs_vmalert(args: argparse.Namespace, vm: VictoriaMetrics, tmp: Path) -> str:

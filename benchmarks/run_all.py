@@ -38,6 +38,7 @@ BENCHMARKS = (
     "worker_bench",
     "dashboard_bench",
     "query_bench",
+    "fleet_bench",
 )
 
 

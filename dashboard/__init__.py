@@ -8,13 +8,29 @@ does not import Dash; :func:`mount` does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from dashboard.settings import DashboardSettings
-from dashboard.sources import ForecastPoints, ForecastSource, RuntimeLike, Sources, sources_from_runtime
+import importlib
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+
+    from dashboard.settings import DashboardSettings
+    from dashboard.sources import ForecastPoints, ForecastSource, RuntimeLike, Sources, sources_from_runtime
+
+# Loaded on first use: reading the config (``dashboard.settings``) must not load the dashboard's
+# data layer, which pulls in the whole store.
+_WHERE = {"DashboardSettings": "dashboard.settings", "ForecastPoints": "dashboard.sources",
+          "ForecastSource": "dashboard.sources", "RuntimeLike": "dashboard.sources", "Sources": "dashboard.sources",
+          "sources_from_runtime": "dashboard.sources"}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'dashboard' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value
 
 
 def mount(app: FastAPI, runtime: RuntimeLike) -> None:

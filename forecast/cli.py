@@ -13,14 +13,17 @@ import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from forecast.ids import parse_horizon, parse_series_list
-from forecast.plot import PlotError, write_plot
-from forecast.record import StoredForecast
-from forecast.service import ForecastService, ForecastUnavailable
 
-ServiceFactory = Callable[[argparse.Namespace], ForecastService]
+if TYPE_CHECKING:
+    from forecast.record import StoredForecast
+    from forecast.service import ForecastService
+
+# The service and its models load when the command runs, not when the parser is built (every
+# `infermeter` command builds it, the node agent included).
+ServiceFactory = Callable[[argparse.Namespace], "ForecastService"]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
@@ -52,6 +55,9 @@ def register(sub: argparse._SubParsersAction, service_factory: ServiceFactory) -
 
 
 def cmd_forecast(args: argparse.Namespace, out: TextIO, err: TextIO, service_factory: ServiceFactory) -> int:
+    from forecast.plot import PlotError, write_plot
+    from forecast.service import ForecastUnavailable
+
     try:
         series = parse_series_list(args.series)
         hours = parse_horizon(args.horizon)

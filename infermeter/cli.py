@@ -93,9 +93,10 @@ def cmd_up(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def cmd_agent(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import uvicorn
 
-    from infermeter.agent import build_agent, create_agent_app
+    from infermeter.agent import build_agent, create_agent_app, limit_malloc_arenas
     from infermeter.gc_tuning import tune_for_service
 
+    limit_malloc_arenas()  # before any thread starts
     settings = _settings_or_exit(args.config, err)
     if settings is None:
         print("refusing to start: the config is invalid", file=err)
@@ -112,7 +113,7 @@ def cmd_agent(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     port = args.port or settings.agent.port
     receivers = ", ".join(rw.url for rw in settings.agent.remote_write)
     print(f"infermeter agent on http://{host}:{port} shipping to {receivers}", file=out, flush=True)
-    uvicorn.run(app, host=host, port=port, log_level=settings.logging.level.lower(), access_log=False)
+    uvicorn.run(app, host=host, port=port, log_level=settings.logging.level.lower(), access_log=False, loop="asyncio", http="h11", ws="none")
     return EXIT_OK
 
 

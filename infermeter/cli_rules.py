@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from alerts.rulefile import RuleFileError, load_rule_file
-from infermeter.cli_store import SchemaBehind, ledger_for, open_read_only, read_only_store
 from infermeter.config_file import ConfigError, load_settings
 from store.durations import parse_duration_ms
 
@@ -97,6 +96,7 @@ def cmd_backtest(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from alerts.engine import RuleEngine
     from alerts.state import Transition
     from infermeter.alerting import load_rule_groups
+    from infermeter.cli_store import SchemaBehind, open_read_only
     from store.clock import ManualClock, SystemClock
 
     try:
@@ -145,6 +145,7 @@ def cmd_backtest(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def cmd_cost_recompute(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     from infermeter.api.params import BadParam, parse_time_ms
+    from infermeter.cli_store import SchemaBehind, ledger_for, read_only_store
     from store.clock import SystemClock
 
     try:
@@ -176,6 +177,7 @@ def forecast_service(args: argparse.Namespace) -> ForecastService:
 
     from forecast.ids import QUANTITIES, SeriesId
     from forecast.service import ForecastService
+    from infermeter.cli_store import SchemaBehind, ledger_for, open_read_only
     from infermeter.forecasting import LedgerHistory
     from store.clock import SystemClock
 

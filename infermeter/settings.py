@@ -14,7 +14,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from alerts.defaults import Thresholds
 from alerts.notify.config import NotifyConfig
-from alerts.scaling import ScalePolicy
+from alerts.scale_policy import ScalePolicy
 from cost.prices import CostSettings
 from dashboard.settings import DashboardSettings
 from store.durations import parse_duration_ms

@@ -1,9 +1,30 @@
 """A Prometheus-compatible engine (VictoriaMetrics, Prometheus, Mimir) as the samples store:
-reads through its HTTP API, writes by remote write through a durable queue (``store.backend: remote``)."""
+reads through its HTTP API, writes by remote write through a durable queue (``store.backend: remote``).
 
-from remote.client import EngineClient, EngineError
-from remote.reader import RemoteReader
-from remote.source import RemoteContext, RemoteSource
-from remote.store import RemoteSampleStore
+Names load on first use (PEP 562), so ``remote.client.EngineError`` costs no store machinery."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from remote.client import EngineClient, EngineError
+    from remote.reader import RemoteReader
+    from remote.source import RemoteContext, RemoteSource
+    from remote.store import RemoteSampleStore
+
+_WHERE = {"EngineClient": "remote.client", "EngineError": "remote.client", "RemoteReader": "remote.reader",
+          "RemoteContext": "remote.source", "RemoteSource": "remote.source", "RemoteSampleStore": "remote.store"}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'remote' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["EngineClient", "EngineError", "RemoteContext", "RemoteReader", "RemoteSampleStore", "RemoteSource"]

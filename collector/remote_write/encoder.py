@@ -40,6 +40,13 @@ def varint(value: int) -> bytes:
             return bytes(out)
 
 
+_SMALL = [varint(i) for i in range(1 << 14)]  # lengths of most series messages: a list lookup
+
+
+def _length(n: int) -> bytes:
+    return _SMALL[n] if n < 16384 else varint(n)
+
+
 def _field(tag: int, payload: bytes) -> bytes:
     return bytes((tag,)) + varint(len(payload)) + payload
 
@@ -114,7 +121,7 @@ class WriteRequestEncoder:
         for lo, hi, k in zip(starts, ends, index[starts].tolist()):
             labels = self.label_bytes(keys[k])
             body = rows[offs[lo]:offs[hi]]
-            out.append(b"\x0a" + varint(len(labels) + len(body)) + labels + body)
+            out.append(b"\x0a" + _length(len(labels) + len(body)) + labels + body)
         return bytes(cramjam.snappy.compress_raw(b"".join(out)))
 
 

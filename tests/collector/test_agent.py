@@ -49,6 +49,9 @@ class Sequence:
         return app
 
 
+OUTAGE_S = 120.0
+
+
 def _values(vm: VictoriaMetrics) -> dict[int, dict[str, str]]:
     out: dict[int, dict[str, str]] = {}
     for row in vm.export("seq_total"):
@@ -105,16 +108,16 @@ def test_agent_to_victoriametrics_survives_an_outage_and_a_kill(tmp_path: Path, 
         assert labels["cluster"] == "test-cluster" and labels["node"] == socket.gethostname()
         assert labels["job"] == "seq" and labels["source"] == "test" and labels["instance"].startswith("127.0.0.1:")
 
-        vm.stop()  # the receiver goes away; the agent keeps scraping into its queue
-        time.sleep(3)
+        vm.stop()  # the receiver goes away for two minutes; the agent keeps scraping into its queue
+        time.sleep(OUTAGE_S / 2)
         assert _queued(port) > 0
         killed_at = time.monotonic()
-        agent.send_signal(signal.SIGKILL)
+        agent.send_signal(signal.SIGKILL)  # half way through the outage
         agent.wait(10)
         agent = _agent(config, port)  # the same queue folder: what was queued is still there
-        time.sleep(1)
+        time.sleep(OUTAGE_S / 2)
         vm.start()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90  # the backoff may be at its 30 s cap
         while _queued(port) > 0 and time.monotonic() < deadline:
             time.sleep(0.5)
         assert _queued(port) == 0

@@ -8,8 +8,9 @@ does not import Dash; :func:`mount` does.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from store.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -24,13 +25,7 @@ _WHERE = {"DashboardSettings": "dashboard.settings", "ForecastPoints": "dashboar
           "sources_from_runtime": "dashboard.sources"}
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'dashboard' has no attribute {name!r}")
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes('dashboard', _WHERE, globals())
 
 
 def mount(app: FastAPI, runtime: RuntimeLike) -> None:

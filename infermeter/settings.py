@@ -78,6 +78,9 @@ class RemoteEngineSettings(_Strict):
         default_factory=dict, description="labels added to every series this process writes that lacks them (cluster)"
     )
     queue_dir: str = Field("./data/remote-queue", description="the durable queue of samples not yet acknowledged")
+    flush_interval: DurationMs = Field(
+        1000, description="how long a queued batch waits for others to go with it in one request (0: send at once)"
+    )
     max_queue_bytes: int = Field(
         512 * 1024 * 1024, ge=1024 * 1024, description="past this the oldest queued data is dropped, and counted"
     )
@@ -329,6 +332,9 @@ class AgentSettings(_Strict):
         description="labels added to every series that lacks them, e.g. cluster; node defaults to the hostname",
     )
     queue_dir: str = Field("./data/agent-queue", description="where the durable queues live (one folder per receiver)")
+    flush_interval: DurationMs = Field(
+        1000, description="how long a queued scrape waits for others to go with it in one request (0: send at once)"
+    )
     max_queue_bytes: int = Field(
         512 * 1024 * 1024, ge=1024 * 1024,
         description="per receiver: past this the oldest queued data is dropped, and counted",

@@ -5,8 +5,9 @@ Names load on first use (PEP 562), so ``remote.client.EngineError`` costs no sto
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from store.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from remote.client import EngineClient, EngineError
@@ -18,13 +19,7 @@ _WHERE = {"EngineClient": "remote.client", "EngineError": "remote.client", "Remo
           "RemoteContext": "remote.source", "RemoteSource": "remote.source", "RemoteSampleStore": "remote.store"}
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'remote' has no attribute {name!r}")
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes('remote', _WHERE, globals())
 
 
 __all__ = ["EngineClient", "EngineError", "RemoteContext", "RemoteReader", "RemoteSampleStore", "RemoteSource"]

@@ -42,6 +42,7 @@ class RemoteSampleStore:
         *,
         headers: Mapping[str, str] | None = None,
         timeout_s: float = 30.0,
+        flush_s: float = 0.0,
         max_queue_bytes: int = 512 * 1024 * 1024,
         external_labels: Mapping[str, str] | None = None,
         rng: random.Random | None = None,
@@ -55,6 +56,7 @@ class RemoteSampleStore:
         self._encode_lock = threading.Lock()  # the encoder's label cache is not thread-safe
         self._headers = dict(headers or {})
         self._timeout_s = timeout_s
+        self._flush_s = flush_s
         self._rng = rng
         self._client_factory = transport_factory
         self.sender: Sender | None = None
@@ -95,7 +97,8 @@ class RemoteSampleStore:
         self._stop = asyncio.Event()
         async with self._client_factory() as client:
             self.sender = Sender(self.write_url, self.queue, client, headers=self._headers, timeout_s=self._timeout_s,
-                                 rng=self._rng, wall_clock=lambda: self.clock.now_ms() / 1000)
+                                 rng=self._rng, wall_clock=lambda: self.clock.now_ms() / 1000,
+                                 flush_s=self._flush_s)
             self._ready.set()
             await self.sender.run(self._stop)
 

@@ -10,8 +10,9 @@ node agent) does not pay for SQLAlchemy and the store's machinery.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from store.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from store.clock import Clock, ManualClock, SystemClock
@@ -35,13 +36,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module 'store' has no attribute {name!r}")
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes('store', _WHERE, globals())
 
 
 __all__ = [

@@ -83,6 +83,7 @@ class Sender:
         rng: random.Random | None = None,
         wall_clock: Callable[[], float] | None = None,
         max_records: int = MAX_RECORDS_PER_SEND,
+        flush_s: float = 0.0,
     ) -> None:
         self.url = url
         self.queue = queue
@@ -93,6 +94,7 @@ class Sender:
         self.rng = rng or random.Random()
         self.wall_clock = wall_clock
         self.max_records = max_records
+        self.flush_s = flush_s
         self.stats = SenderStats()
         self.wake = asyncio.Event()  # set by the appender after a put
 
@@ -104,6 +106,11 @@ class Sender:
                 self.wake.clear()
                 await _wait_any(stop, self.wake, 1.0)
                 continue
+            if self.flush_s > 0 and len(records) < self.max_records and attempt == 0:
+                # Let what is scraped in the next flush_s join this request (vmagent's
+                # -remoteWrite.flushInterval): one request a second instead of one a scrape.
+                await _wait_any(stop, None, self.flush_s)
+                records = await asyncio.to_thread(self.queue.peek, self.max_records)
             delay = await self._send(_within(records, MAX_SEND_BYTES))
             if delay is None:
                 attempt = 0

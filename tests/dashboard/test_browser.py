@@ -59,17 +59,23 @@ def open_page(driver: WebDriver, base: str, page: Page) -> dict[str, Any]:
     return wait_drawn(driver, len(page.panels), sum(1 for p in page.panels if p.kind == "graph"))
 
 
-def test_every_page_draws_data_without_console_errors(site: tuple[str, Runtime, WebDriver]) -> None:
-    base, _, driver = site
-    driver.get_log("browser")  # drop what the sign-in page logged
+def assert_every_page_draws(driver: WebDriver, base: str, screenshots: Path) -> None:
+    """Every page: each graph drawn with data, each table (but those empty by design) with rows,
+    a screenshot in ``screenshots``, and no severe message on the browser's console."""
+    driver.get_log("browser")  # drop what was logged before (the sign-in page)
     for page in PAGES:
         state = open_page(driver, base, page)
         graphs = [p.id for p in page.panels if p.kind == "graph"]
         assert state["states"] == ["data"] * len(graphs), f"{page.name}: {list(zip(state['ids'], state['states']))}"
         tables = [p.id for p in page.panels if p.kind == "table" and p.id not in EMPTY_BY_DESIGN]
         assert sum("panel-data" in t for t in state["tables"]) >= len(tables), f"{page.name}: {state['tables']}"
-        driver.save_screenshot(str(ARTIFACTS / f"{page.module.rsplit('.', 1)[-1]}.png"))
+        driver.save_screenshot(str(screenshots / f"{page.module.rsplit('.', 1)[-1]}.png"))
         assert severe_logs(driver) == [], page.name
+
+
+def test_every_page_draws_data_without_console_errors(site: tuple[str, Runtime, WebDriver]) -> None:
+    base, _, driver = site
+    assert_every_page_draws(driver, base, ARTIFACTS)
     text = driver.find_element(By.ID, "alerts-active").text
     assert "GpuXidError" in text and "resolved" in text
 

@@ -12,13 +12,12 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from dashboard.pages import PAGES
 from remote import RemoteReader
 from store import ManualClock
-from tests.dashboard.browser import ARTIFACTS, available, chrome, severe_logs
+from tests.dashboard.browser import ARTIFACTS, available, chrome
 from tests.dashboard.fakes import FakeForecasts, flat_forecast
 from tests.dashboard.service import MINUTE_MS, make_settings, seed, serve_dashboard
-from tests.dashboard.test_browser import EMPTY_BY_DESIGN, open_page
+from tests.dashboard.test_browser import assert_every_page_draws
 from tests.engines import VictoriaMetrics, needs_vm
 from tests.remote.test_remote_backend import remote_settings, settle
 
@@ -53,15 +52,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, WebDri
 
 def test_every_page_draws_from_the_engine_without_console_errors(site: tuple[str, WebDriver]) -> None:
     base, driver = site
-    driver.get_log("browser")
     out = ARTIFACTS / "remote"
     out.mkdir(parents=True, exist_ok=True)
-    for page in PAGES:
-        state = open_page(driver, base, page)
-        graphs = [p.id for p in page.panels if p.kind == "graph"]
-        assert state["states"] == ["data"] * len(graphs), f"{page.name}: {list(zip(state['ids'], state['states']))}"
-        tables = [p.id for p in page.panels if p.kind == "table" and p.id not in EMPTY_BY_DESIGN]
-        assert sum("panel-data" in t for t in state["tables"]) >= len(tables), f"{page.name}: {state['tables']}"
-        driver.save_screenshot(str(out / f"{page.module.rsplit('.', 1)[-1]}.png"))
-        assert severe_logs(driver) == [], page.name
+    assert_every_page_draws(driver, base, out)
     assert "GpuXidError" in driver.find_element(By.ID, "alerts-active").text

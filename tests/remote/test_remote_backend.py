@@ -1,5 +1,5 @@
-"""`up` on the remote backend (``store.backend: remote``) against a real VictoriaMetrics, side by
-side with `up` on the embedded store, both seeded with the same synthetic fleet (bursty traffic,
+"""`up` on the remote backend (``store.backend: remote``) against a real VictoriaMetrics, its
+relational state in PostgreSQL, side by side with `up` on the embedded store (SQLite), both seeded with the same synthetic fleet (bursty traffic,
 counters that start above zero, XID events, NCCL timeouts, a target that goes down):
 
 - the default rule pack (plus a file of our own) fires the same alerts with the same labels;
@@ -13,6 +13,7 @@ counters that start above zero, XID events, NCCL timeouts, a target that goes do
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,17 +30,20 @@ from remote.store import RemoteSampleStore
 from reports.build import build_report
 from reports.model import Period, ReportSources
 from store import ManualClock
+from tests.conftest import _admin, _pg_url
 from tests.dashboard.service import MINUTE_MS, make_settings, seed
 from tests.engines import VictoriaMetrics, needs_vm, wait_until
 from tests.service import run_app
 
-pytestmark = [needs_vm]
+pytestmark = [needs_vm, pytest.mark.postgres]
 HOURS = 3
 
 
-def remote_settings(settings: Settings, tmp: Path, vm: VictoriaMetrics) -> Settings:
+def remote_settings(settings: Settings, tmp: Path, vm: VictoriaMetrics, state_url: str | None = None) -> Settings:
+    """``settings`` on the remote backend: samples in ``vm``, relational state at ``state_url``
+    (a SQLite file in ``tmp`` by default)."""
     store = StoreSettings(
-        backend="remote", url=f"sqlite:///{tmp / 'state.db'}",
+        backend="remote", url=state_url or f"sqlite:///{tmp / 'state.db'}",
         remote=RemoteEngineSettings(write_url=f"{vm.url}/api/v1/write", query_url=vm.url, queue_dir=str(tmp / "queue")),
     )
     return settings.model_copy(update={"store": store})
@@ -78,13 +82,19 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     (tmp / "remote").mkdir()
     embedded = make_settings(tmp / "embedded")
     base, remote_config = make_settings(tmp / "remote")
-    remote = (remote_settings(base, tmp / "remote", vm), remote_config)
+    # The fleet layout: the engine holds the samples, PostgreSQL the relational state.
+    database = f"im_remote_{uuid.uuid4().hex[:10]}"
+    with _admin() as conn:
+        conn.execute(f'CREATE DATABASE "{database}"')
+    remote = (remote_settings(base, tmp / "remote", vm, _pg_url(database)), remote_config)
     try:
         seeded = seed(*embedded, end_ms, hours=HOURS)
         seed(*remote, end_ms, hours=HOURS, settle=settle(vm))  # type: ignore[arg-type]
         yield Pair(end_ms, embedded, remote, vm, seeded.samples)
     finally:
         vm.stop()
+        with _admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
 @contextmanager

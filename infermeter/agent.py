@@ -63,6 +63,7 @@ class Agent:
 
     async def stop(self) -> None:
         await self.scrapes.stop()
+        await asyncio.to_thread(self.appender.close)
         self._stop.set()
         for task in self._tasks:
             await task

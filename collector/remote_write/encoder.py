@@ -17,7 +17,7 @@ default (a 0 value, a 0 timestamp), which protobuf decoders accept as well.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import cramjam
 import numpy as np
@@ -87,6 +87,7 @@ class WriteRequestEncoder:
     def __init__(self, external: Mapping[str, str] | None = None) -> None:
         self.external = dict(external or {})
         self._labels: dict[SeriesKey, bytes] = {}
+        self._heads: dict[SeriesKey, tuple[int, bytes]] = {}  # TimeSeries head for one sample of a row width
 
     def label_bytes(self, key: SeriesKey) -> bytes:
         found = self._labels.get(key)
@@ -112,6 +113,9 @@ class WriteRequestEncoder:
             order = np.lexsort((ts, index))
             index, ts, values = index[order], ts[order], values[order]
         rows, offsets = _sample_rows(ts, values)
+        width = int(offsets[1] - offsets[0])
+        if len(index) == 1 or (np.all(np.diff(index) > 0) and width * len(index) == len(rows)):
+            return bytes(cramjam.snappy.compress_raw(self._one_sample_each(batch.keys, index, rows, width)))
         bounds = np.flatnonzero(np.diff(index)) + 1
         starts = np.concatenate(([0], bounds)).tolist()
         ends = np.concatenate((bounds, [len(index)])).tolist()
@@ -123,6 +127,28 @@ class WriteRequestEncoder:
             body = rows[offs[lo]:offs[hi]]
             out.append(b"\x0a" + _length(len(labels) + len(body)) + labels + body)
         return bytes(cramjam.snappy.compress_raw(b"".join(out)))
+
+
+    def _one_sample_each(self, keys: Sequence[SeriesKey], index: np.ndarray, rows: bytes, width: int) -> bytes:
+        """The common case of a scrape: every series once, every row ``width`` bytes. Each
+        series' whole head (tag, length, labels) is kept, so a series costs two list appends."""
+        heads = self._heads
+        out: list[bytes] = []
+        append = out.append
+        pos = 0
+        for k in index.tolist():
+            key = keys[k]
+            found = heads.get(key)
+            if found is None or found[0] != width:
+                labels = self.label_bytes(key)
+                found = (width, b"\x0a" + _length(len(labels) + width) + labels)
+                if len(heads) >= _MAX_CACHED:
+                    heads.clear()
+                heads[key] = found
+            append(found[1])
+            append(rows[pos:pos + width])
+            pos += width
+        return b"".join(out)
 
 
 def _sorted_pairs(index: np.ndarray, ts: np.ndarray) -> bool:

@@ -142,18 +142,25 @@ class DiskQueue:
     # -- the queue -----------------------------------------------------------------------------
     def put(self, payload: bytes, samples: int, now_ms: int) -> None:
         """Append one body; returns once it is on disk (fsync)."""
+        self.put_many([(payload, samples, now_ms)])
+
+    def put_many(self, bodies: list[tuple[bytes, int, int]]) -> None:
+        """Append bodies (payload, samples, when) in order with one fsync; returns once all are on disk."""
+        if not bodies:
+            return
         with self._lock:
             if not self._segments or self._path(self._segments[-1]).stat().st_size >= self.segment_bytes:
                 self._segments.append((self._segments[-1] + 1) if self._segments else max(1, self._cursor[0]))
                 self._path(self._segments[-1]).touch()
                 _fsync_dir(self.dir)
+            records = [HEADER.pack(len(p), zlib.crc32(p), n, t) + p for p, n, t in bodies]
             with open(self._path(self._segments[-1]), "ab") as fh:
-                fh.write(HEADER.pack(len(payload), zlib.crc32(payload), samples, now_ms) + payload)
+                fh.write(b"".join(records))
                 fh.flush()
                 os.fsync(fh.fileno())
-            self.stats.records += 1
-            self.stats.samples += samples
-            self.stats.bytes += HEADER.size + len(payload)
+            self.stats.records += len(bodies)
+            self.stats.samples += sum(n for _, n, _ in bodies)
+            self.stats.bytes += sum(len(r) for r in records)
             self._enforce_bound()
 
     def _enforce_bound(self) -> None:

@@ -28,7 +28,8 @@ class QueueAppender:
         self.senders = list(senders)
         self.queues: list[DiskQueue] = [s.queue for s in self.senders]
         self.external_labels = dict(external_labels)
-        self.encoder = WriteRequestEncoder(self.external_labels)
+        # Batches come straight from the scrape loops, whose key lists are reused, never changed.
+        self.encoder = WriteRequestEncoder(self.external_labels, reused_key_lists=True)
         self.clock = clock
         self.samples_enqueued = 0
         self._inbox: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()

@@ -18,6 +18,7 @@ default (a 0 value, a 0 timestamp), which protobuf decoders accept as well.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import chain
 
 import cramjam
 import numpy as np
@@ -25,6 +26,7 @@ import numpy as np
 from store.types import SampleBatch, SeriesKey
 
 _MAX_CACHED = 1_000_000  # series whose label bytes are kept; past it the cache starts over
+_MAX_LISTS = 4096  # scrape loops' key lists whose heads are kept
 
 
 def varint(value: int) -> bytes:
@@ -84,10 +86,14 @@ def _sample_rows(ts: np.ndarray, values: np.ndarray) -> tuple[bytes, np.ndarray]
 class WriteRequestEncoder:
     """Encodes batches for one set of external labels, remembering each series' label bytes."""
 
-    def __init__(self, external: Mapping[str, str] | None = None) -> None:
+    def __init__(self, external: Mapping[str, str] | None = None, *, reused_key_lists: bool = False) -> None:
+        """``reused_key_lists``: the caller hands over the same key list object batch after
+        batch and never changes one in place (scrape loops do), so heads are kept per list."""
         self.external = dict(external or {})
+        self.reused_key_lists = reused_key_lists
         self._labels: dict[SeriesKey, bytes] = {}
         self._heads: dict[SeriesKey, tuple[int, bytes]] = {}  # TimeSeries head for one sample of a row width
+        self._by_list: dict[int, tuple[Sequence[SeriesKey], int, list[bytes]]] = {}
 
     def label_bytes(self, key: SeriesKey) -> bytes:
         found = self._labels.get(key)
@@ -131,24 +137,43 @@ class WriteRequestEncoder:
 
     def _one_sample_each(self, keys: Sequence[SeriesKey], index: np.ndarray, rows: bytes, width: int) -> bytes:
         """The common case of a scrape: every series once, every row ``width`` bytes. Each
-        series' whole head (tag, length, labels) is kept, so a series costs two list appends."""
-        heads = self._heads
+        series' whole head (tag, length, labels) is kept, so a series costs two list appends;
+        when the batch is a scrape loop's key list in order (the same list object scrape after
+        scrape), the heads of that whole list are kept too and the body is one join."""
+        if self.reused_key_lists and len(index) == len(keys) and int(index[-1]) == len(keys) - 1:  # 0..n-1
+            slices = [rows[i:i + width] for i in range(0, len(rows), width)]
+            return b"".join(chain.from_iterable(zip(self._list_heads(keys, width), slices)))
         out: list[bytes] = []
         append = out.append
         pos = 0
         for k in index.tolist():
-            key = keys[k]
-            found = heads.get(key)
-            if found is None or found[0] != width:
-                labels = self.label_bytes(key)
-                found = (width, b"\x0a" + _length(len(labels) + width) + labels)
-                if len(heads) >= _MAX_CACHED:
-                    heads.clear()
-                heads[key] = found
-            append(found[1])
+            append(self._head(keys[k], width))
             append(rows[pos:pos + width])
             pos += width
         return b"".join(out)
+
+
+    def _head(self, key: SeriesKey, width: int) -> bytes:
+        found = self._heads.get(key)
+        if found is None or found[0] != width:
+            labels = self.label_bytes(key)
+            found = (width, b"\x0a" + _length(len(labels) + width) + labels)
+            if len(self._heads) >= _MAX_CACHED:
+                self._heads.clear()
+            self._heads[key] = found
+        return found[1]
+
+    def _list_heads(self, keys: Sequence[SeriesKey], width: int) -> list[bytes]:
+        """The heads of every key of ``keys``, kept per list object (scrape loops reuse theirs
+        while a target's series stay the same); the list itself is held, so its id stays its own."""
+        found = self._by_list.get(id(keys))
+        if found is not None and found[0] is keys and found[1] == width and len(found[2]) == len(keys):
+            return found[2]
+        heads = [self._head(key, width) for key in keys]
+        if len(self._by_list) >= _MAX_LISTS:
+            self._by_list.clear()
+        self._by_list[id(keys)] = (keys, width, heads)
+        return heads
 
 
 def _sorted_pairs(index: np.ndarray, ts: np.ndarray) -> bool:

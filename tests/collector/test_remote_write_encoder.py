@@ -81,3 +81,15 @@ def test_series_with_many_samples_out_of_order_round_trip() -> None:
     ts = 1_800_000_000_000 + rng.permutation(300).astype(np.int64) * 15_000  # one varint width, shuffled
     batch = SampleBatch(keys, index, ts, rng.random(300))
     assert _decode(WriteRequestEncoder().encode(batch)) == _expected(batch, {})
+
+
+def test_a_reused_key_list_encodes_each_scrape_right() -> None:
+    keys = [SeriesKey.of("gpu_temperature_celsius", {"gpu": str(i)}) for i in range(40)]
+    encoder = WriteRequestEncoder({"node": "n1"}, reused_key_lists=True)
+    for scrape in range(3):  # the same list object every scrape, new values and times
+        batch = SampleBatch(keys, np.arange(40), np.full(40, 1_800_000_000_000 + 15_000 * scrape, np.int64),
+                            np.arange(40, dtype=np.float64) + scrape)
+        assert _decode(encoder.encode(batch)) == _expected(batch, {"node": "n1"})
+    other = list(reversed(keys))  # another list: its own heads
+    batch = SampleBatch(other, np.arange(40), np.full(40, 1_800_000_000_000, np.int64), np.zeros(40))
+    assert _decode(encoder.encode(batch)) == _expected(batch, {"node": "n1"})

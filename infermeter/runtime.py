@@ -13,7 +13,7 @@ import random
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
@@ -41,25 +41,12 @@ from remote import EngineClient, RemoteReader, RemoteSampleStore, RemoteSource
 from remote.store import RemoteStoreCollector
 from store.clock import Clock, SystemClock
 from store.engine import create_store_engine
-from store.interfaces import SeriesReader
+from store.interfaces import SampleStore, SeriesReader
 from store.reader import Reader
-from store.tsdb import AppendResult, TimeSeriesStore
-from store.types import SampleBatch
+from store.tsdb import TimeSeriesStore
 from worker.child import EmbeddedWorker
 
 log = logging.getLogger(__name__)
-
-
-class SampleStore(Protocol):
-    """Where samples go: the embedded :class:`TimeSeriesStore` or a remote engine's queue."""
-
-    def append(self, batch: SampleBatch) -> AppendResult: ...
-
-    def open(self) -> None: ...
-
-    def close(self, flush: bool = True) -> None: ...
-
-    def maintain(self) -> None: ...
 
 
 @dataclass

@@ -49,11 +49,6 @@ def _seconds(ms: int) -> str:
     return f"{ms / 1000:.3f}"
 
 
-def _float(text: str) -> float:
-    # The API writes +Inf, -Inf and NaN as strings; float() reads all three.
-    return float(text)
-
-
 class EngineClient:
     def __init__(
         self,
@@ -69,15 +64,21 @@ class EngineClient:
         self._client.close()
 
     # -- transport ---------------------------------------------------------------------------
+    def post(self, path: str, params: Mapping[str, Any] | list[tuple[str, str]]) -> httpx.Response:
+        """The engine's reply to ``{query_url}{path}`` with ``params`` as a form body (as Grafana
+        sends them: long selectors do not fit in a URL), whatever its status; EngineError when
+        the engine cannot be reached. The connection pool is shared by every caller."""
+        url = self.query_url + path
+        try:
+            pairs = list(params.items()) if isinstance(params, Mapping) else params
+            return self._client.post(url, content=urlencode(pairs), headers=_FORM)
+        except httpx.HTTPError as exc:
+            raise EngineError(f"engine at {url} unreachable: {type(exc).__name__}: {exc}") from exc
+
     def call(self, path: str, params: Mapping[str, Any] | list[tuple[str, str]]) -> Any:
         """``data`` of a successful reply to ``{query_url}{path}``; EngineError otherwise."""
         url = self.query_url + path
-        try:
-            # POST with a form body, as Grafana does: long selectors do not fit in a URL.
-            pairs = list(params.items()) if isinstance(params, Mapping) else params
-            reply = self._client.post(url, content=urlencode(pairs), headers=_FORM)
-        except httpx.HTTPError as exc:
-            raise EngineError(f"engine at {url} unreachable: {type(exc).__name__}: {exc}") from exc
+        reply = self.post(path, params)
         try:
             body = reply.json()
         except (json.JSONDecodeError, ValueError):
@@ -92,12 +93,12 @@ class EngineClient:
         """An instant query's result as the evaluator's values (vector, scalar or string)."""
         data = self.call("/api/v1/query", {"query": expr, "time": _seconds(at_ms)})
         kind, result = data.get("resultType"), data.get("result")
-        if kind == "vector":
+        if kind == "vector":  # values are strings, "+Inf", "-Inf" and "NaN" included: float() reads them all
             labels: list[Labels] = [tuple(sorted(r["metric"].items())) for r in result]
-            values = np.fromiter((_float(r["value"][1]) for r in result), np.float64, len(result))
+            values = np.fromiter((float(r["value"][1]) for r in result), np.float64, len(result))
             return Vector(labels, values)
         if kind == "scalar":
-            return _float(result[1])
+            return float(result[1])
         if kind == "string":
             return str(result[1])
         raise EngineError(f"engine at {self.query_url} answered a {kind} to an instant query of {expr!r}")
@@ -115,7 +116,7 @@ class EngineClient:
         for series in data["result"]:
             points = series.get("values") or []
             ts = np.fromiter((round(float(p[0]) * 1000) for p in points), np.int64, len(points))
-            vals = np.fromiter((_float(p[1]) for p in points), np.float64, len(points))
+            vals = np.fromiter((float(p[1]) for p in points), np.float64, len(points))
             keep = (ts >= start_ms) & (ts <= end_ms)
             out.labels.append(dict(series["metric"]))
             out.ts.append(ts[keep])

@@ -20,6 +20,17 @@ class SampleSink(Protocol):
         ...
 
 
+class SampleStore(SampleSink, Protocol):
+    """What the runtime writes samples to and runs: the embedded :class:`store.TimeSeriesStore`
+    or a remote engine's queue (:class:`remote.RemoteSampleStore`)."""
+
+    def open(self) -> None: ...
+
+    def close(self, flush: bool = True) -> None: ...
+
+    def maintain(self) -> None: ...
+
+
 class Appender(Protocol):
     def append(self, batch: SampleBatch) -> AppendResult:
         """Store a batch; returns only once the accepted samples are durable."""

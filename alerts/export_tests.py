@@ -12,8 +12,9 @@ from typing import Any
 
 import yaml
 
-from alerts.defaults import Thresholds, default_rule_dicts
+from alerts.defaults import default_rule_dicts
 from alerts.template import render
+from alerts.thresholds import Thresholds
 
 # (alert, input series {series: values}, eval_time, [(labels, value)] expected firing, eval_time_before_for)
 Scenario = tuple[str, dict[str, str], str, list[tuple[dict[str, str], float]], str]

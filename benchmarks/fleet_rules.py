@@ -10,8 +10,9 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from alerts.defaults import Thresholds, default_rule_groups
+from alerts.defaults import default_rule_groups
 from alerts.engine import RuleEngine
+from alerts.thresholds import Thresholds
 from infermeter.alerting import RecordSink
 from remote import EngineClient, RemoteReader, RemoteSampleStore, RemoteSource
 from store.clock import SystemClock

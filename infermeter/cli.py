@@ -93,6 +93,9 @@ def cmd_up(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def cmd_agent(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import uvicorn
 
+    from infermeter.lean import skip_httpx_cli
+
+    skip_httpx_cli()
     from infermeter.agent import build_agent, create_agent_app, tune_malloc
 
     tune_malloc()  # before any thread starts

@@ -63,9 +63,9 @@ def cmd_test(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def cmd_export(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from alerts.defaults import Thresholds
     from alerts.export import export_yaml
     from alerts.export_tests import unit_tests_yaml
+    from alerts.thresholds import Thresholds
     from infermeter.alerting import load_rule_groups
 
     try:

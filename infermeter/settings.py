@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from alerts.defaults import Thresholds
 from alerts.notify.config import NotifyConfig
 from alerts.scale_policy import ScalePolicy
+from alerts.thresholds import Thresholds
 from cost.prices import CostSettings
 from dashboard.settings import DashboardSettings
 from store.durations import parse_duration_ms

@@ -4,7 +4,7 @@ only the values need parsing (see :mod:`collector.exposition.parser`'s module do
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from operator import getitem, itemgetter
+from operator import itemgetter
 from typing import Any, cast
 
 import numpy as np
@@ -17,8 +17,8 @@ class Layout:
     """A body's shape: its non-sample lines verbatim, each sample line's text before the value,
     and the parse result's keys (see the module doc)."""
 
-    __slots__ = ("openmetrics_arg", "n_lines", "other", "get_other", "get_samples", "prefixes", "cuts",
-                 "keys", "key_index", "families", "openmetrics", "n")
+    __slots__ = ("openmetrics_arg", "n_lines", "other", "other_chars", "get_other", "get_samples", "prefixes",
+                 "prefix_chars", "keys", "key_index", "families", "openmetrics", "n")
 
     def __init__(self, lines: list[str], sample_lines: list[int], prefixes: list[str], batch: SampleBatch,
                  families: Mapping[str, Any], openmetrics: bool, openmetrics_arg: bool | None) -> None:
@@ -28,9 +28,10 @@ class Layout:
         other = [i for i in range(len(lines)) if i not in taken]
         self.get_other = _getter(other)
         self.other = self.get_other(lines)
+        self.other_chars = sum(map(len, self.other))
         self.get_samples = _getter(sample_lines)
         self.prefixes = prefixes
-        self.cuts = [slice(len(p), None) for p in prefixes]
+        self.prefix_chars = sum(map(len, prefixes))
         self.keys = batch.keys
         self.key_index = np.asarray(batch.key_index, np.int64)
         self.key_index.flags.writeable = False
@@ -50,21 +51,25 @@ class Layout:
         if "" in prefixes:
             return None
         layout = cls(lines, [i - 1 for i in sample_lines], prefixes, batch, families, openmetrics, openmetrics_arg)
-        values = layout._values(texts)
+        values = layout._values(texts, sum(map(len, texts)))
         expected = np.asarray(batch.values, np.float64)
         if values is None or not np.array_equal(values.view(np.uint64), expected.view(np.uint64)):
             return None  # e.g. an exemplar or a timestamp after the value
         return layout
 
-    def _values(self, texts: tuple[str, ...] | list[str]) -> npt.NDArray[np.float64] | None:
-        if not all(map(str.startswith, texts, self.prefixes)):
-            return None
-        rests = cast(list[str], list(map(getitem, texts, self.cuts)))
+    def _values(self, texts: tuple[str, ...] | list[str], chars: int) -> npt.NDArray[np.float64] | None:
+        """The values of sample lines ``texts`` (``chars`` characters in all), or None unless
+        every line is its prefix followed by a plain value."""
+        rests = cast(list[str], list(map(str.removeprefix, texts, self.prefixes)))
         joined = "".join(rests)
+        # A line without its prefix comes back whole, so the lengths add up only when every
+        # prefix was there; a space left means a timestamp or an exemplar after the value.
+        if len(joined) != chars - self.prefix_chars or " " in joined:
+            return None
         if "_" in joined or not joined.isascii():  # what float() takes but the grammar does not
             return None
         try:
-            return np.array(list(map(float, rests)), dtype=np.float64)
+            return np.fromiter(map(float, rests), np.float64, len(rests))
         except ValueError:
             return None
 
@@ -74,7 +79,8 @@ class Layout:
         lines = text.split("\n")
         if len(lines) != self.n_lines or self.get_other(lines) != self.other:
             return None
-        values = self._values(self.get_samples(lines))
+        # the other lines are as before, so the sample lines hold the rest of the characters
+        values = self._values(self.get_samples(lines), len(text) - (self.n_lines - 1) - self.other_chars)
         if values is None:
             return None
         batch = SampleBatch(self.keys, self.key_index, np.full(self.n, default_ts_ms, np.int64), values)

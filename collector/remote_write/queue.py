@@ -59,10 +59,15 @@ class DiskQueue:
         self._cursor = self._read_cursor()
         self._repair_tail()
         self._recount()
+        # the newest segment's size, kept here: put_many runs per scrape and a stat each time showed
+        self._tail_bytes = self._path(self._segments[-1]).stat().st_size if self._segments else 0
 
     # -- files ---------------------------------------------------------------------------------
     def _path(self, segment: int) -> Path:
-        return self.dir / f"{segment:08d}.seg"
+        return Path(self._name(segment))
+
+    def _name(self, segment: int) -> str:
+        return os.path.join(self.dir, f"{segment:08d}.seg")  # a plain string: pathlib costs per scrape
 
     def _read_cursor(self) -> tuple[int, int]:
         try:
@@ -109,7 +114,7 @@ class DiskQueue:
         record: the sender peeks one body at a time and must not reread a whole segment."""
         out: list[Record] = []
         try:
-            fh = open(self._path(segment), "rb")
+            fh = open(self._name(segment), "rb")
         except FileNotFoundError:
             return out
         with fh:
@@ -149,15 +154,18 @@ class DiskQueue:
         if not bodies:
             return
         with self._lock:
-            if not self._segments or self._path(self._segments[-1]).stat().st_size >= self.segment_bytes:
+            if not self._segments or self._tail_bytes >= self.segment_bytes:
                 self._segments.append((self._segments[-1] + 1) if self._segments else max(1, self._cursor[0]))
                 self._path(self._segments[-1]).touch()
                 _fsync_dir(self.dir)
+                self._tail_bytes = 0
             records = [HEADER.pack(len(p), zlib.crc32(p), n, t) + p for p, n, t in bodies]
-            with open(self._path(self._segments[-1]), "ab") as fh:
-                fh.write(b"".join(records))
+            data = b"".join(records)
+            with open(self._name(self._segments[-1]), "ab") as fh:
+                fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
+            self._tail_bytes += len(data)
             self.stats.records += len(bodies)
             self.stats.samples += sum(n for _, n, _ in bodies)
             self.stats.bytes += sum(len(r) for r in records)

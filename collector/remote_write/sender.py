@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 
-import cramjam
 import httpx
 
+from collector.remote_write.encoder import varint
 from collector.remote_write.queue import DiskQueue, Record
 
 log = logging.getLogger(__name__)
@@ -160,12 +160,30 @@ def _within(records: list[Record], max_bytes: int) -> list[Record]:
 
 
 def _joined(records: list[Record]) -> bytes:
-    """One WriteRequest of several: repeated fields concatenate in protobuf, so the bodies'
-    uncompressed bytes are joined and compressed once."""
+    """One WriteRequest of several: repeated fields concatenate in protobuf, and so do snappy
+    block-format bodies, without decompressing them: a body is its uncompressed length (a
+    varint) then literals and copies whose offsets point back into its own output only, so the
+    bodies' elements, joined under the sum of their lengths, decode to the joined messages."""
     if len(records) == 1:
         return records[0].payload
-    raw = b"".join(bytes(cramjam.snappy.decompress_raw(r.payload)) for r in records)
-    return bytes(cramjam.snappy.compress_raw(raw))
+    total, parts = 0, list[bytes | memoryview]([b""])
+    for record in records:
+        length, start = _uvarint(record.payload)
+        total += length
+        parts.append(memoryview(record.payload)[start:])
+    parts[0] = varint(total)
+    return b"".join(parts)
+
+
+def _uvarint(data: bytes) -> tuple[int, int]:
+    """The varint at the start of ``data`` and where what follows it begins."""
+    value = shift = 0
+    for i, byte in enumerate(data[:10]):
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, i + 1
+        shift += 7
+    raise ValueError("a queued body does not start with a snappy length")
 
 
 async def _wait_any(stop: asyncio.Event, other: asyncio.Event | None, timeout_s: float) -> None:

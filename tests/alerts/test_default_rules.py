@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from alerts.defaults import Thresholds, default_rule_groups
+from alerts.defaults import default_rule_groups
 from alerts.engine import RuleEngine
+from alerts.thresholds import Thresholds
 from store.types import SeriesKey
 from tests.alerts.rule_harness import T0, SeriesFn, first_firing
 

@@ -156,3 +156,18 @@ def test_agent_to_prometheus_remote_write_receiver(tmp_path: Path, sequence: tup
             agent.wait(10)
     finally:
         prom.stop()
+
+
+def test_the_agent_loads_httpx_without_its_command_line_client() -> None:
+    """``skip_httpx_cli`` (run by ``infermeter agent`` before anything imports httpx) keeps
+    click, rich and pygments out of the process, and httpx still works."""
+    code = (
+        "import sys\n"
+        "from infermeter.lean import skip_httpx_cli\n"
+        "skip_httpx_cli()\n"
+        "import httpx\n"
+        "assert httpx.Request('GET', 'http://127.0.0.1/').url.host == '127.0.0.1'\n"
+        "print(sorted(m for m in ('rich', 'pygments', 'click') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

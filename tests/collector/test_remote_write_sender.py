@@ -144,3 +144,21 @@ def test_a_backlog_goes_out_in_one_request_and_a_refusal_drops_that_request(tmp_
         sender = _deliver_all(queue, f"{base}/api/v1/write", max_records=64)
     assert got == [(400, 6.0), (400, 7.0), (400, 8.0)]
     assert sender.stats.samples_dropped == 3 and queue.stats.records == 0
+
+
+def test_queued_bodies_join_without_recompressing_into_what_snappy_decodes_as_one() -> None:
+    """Bodies of different sizes (one past snappy's 64 KiB block, full of back-references)
+    joined as compressed bytes decode to the bodies' bytes one after the other."""
+    import cramjam
+
+    from collector.remote_write.queue import Record
+    from collector.remote_write.sender import _joined
+
+    rng = random.Random(7)
+    raws = [b"".join(f'gpu_{i % 13}{{uuid="GPU-{rng.randrange(10**6)}"}} {rng.random()}\n'.encode() for i in range(n))
+            for n in (1, 40, 6000, 300)]
+    records = [Record(1, i, bytes(cramjam.snappy.compress_raw(raw)), 1, 0) for i, raw in enumerate(raws)]
+    joined = _joined(records)
+    assert bytes(cramjam.snappy.decompress_raw(joined)) == b"".join(raws)
+    assert len(raws[2]) > 65536 and len(joined) < 0.75 * sum(map(len, raws))
+    assert _joined(records[:1]) == records[0].payload

@@ -24,6 +24,7 @@ COPY reports reports
 COPY worker worker
 COPY infermeter infermeter
 COPY remote remote
+COPY ha ha
 COPY migrations migrations
 RUN pip install ".${EXTRAS:+[$EXTRAS]}"
 

@@ -23,6 +23,8 @@ from alerts.rulefile import Rule, RuleGroup
 from alerts.state import FIRING, PENDING, AlertInstance, RuleState, Transition
 from alerts.state_store import AlertStateStore
 from alerts.template import render
+from ha.fence import NotLeader
+from ha.role import ALONE, Leadership
 from promql import EvalContext, ExprError, SampleSource, Vector, context_at
 from store.clock import Clock
 
@@ -86,6 +88,8 @@ class RuleEngine:
     external_url: str = ""
     enrichers: dict[str, Enricher] = field(default_factory=dict)
     observers: list[Observer] = field(default_factory=list)
+    # In an HA pair only the leader evaluates; the follower shows the leader's stored state.
+    leadership: Leadership = ALONE
     states: dict[str, RuleState] = field(default_factory=dict)
     health: dict[str, RuleHealth] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -114,6 +118,19 @@ class RuleEngine:
                     states[rule.key] = state
             self.groups, self.states = list(groups), states
             self.health = {r.key: self.health.get(r.key, RuleHealth()) for g in groups for r in g.rules}
+
+    def adopt_saved_state(self) -> None:
+        """Replace every rule's instances with the stored ones: what a process that was handed
+        the lead continues from (``for`` timers keep their start, firing alerts stay firing),
+        and what a follower shows."""
+        if self.state_store is None:
+            return
+        saved = self.state_store.load()
+        with self._lock:
+            for key, state in self.states.items():
+                state.instances = saved.get(key, {})
+                state.dropped = set()
+        self._publish()
 
     def interval_ms(self, group: RuleGroup) -> int:
         return group.interval_ms or self.default_interval_ms
@@ -232,18 +249,38 @@ class RuleEngine:
         # Each group runs on its own grid (multiples of its interval), like Prometheus: the
         # evaluation instants are the same whoever starts the process.
         due: dict[str, int] = {}
+        term = self.leadership.term()
         while not self._stop.is_set():
             now = self.clock.now_ms()
+            current = self.leadership.term()
+            if current != term:  # led elsewhere meanwhile: continue from what was stored
+                term = current
+                due.clear()
+                self._adopt_quietly()
+            if not current:  # following: keep the leader's stored state in view
+                self._stop.wait(self.default_interval_ms / 1000 / 4)
+                if self.leadership.term() == 0:
+                    self._adopt_quietly()
+                continue
             for group in list(self.groups):
                 interval = self.interval_ms(group)
                 if now >= due.get(group.name, 0):
                     try:
                         self.evaluate_group(group, now // interval * interval)
+                    except NotLeader as exc:  # deposed mid-cycle: the next pass sees the new role
+                        log.info("rule group %s not stored: %s", group.name, exc)
                     except Exception:  # a broken group must not stop the others
                         log.exception("rule group %s failed", group.name)
                     due[group.name] = (now // interval + 1) * interval
             wake = min(due.values(), default=now + 1000)
             self._stop.wait(max(0.05, min(1.0, (wake - self.clock.now_ms()) / 1000)))
+
+
+    def _adopt_quietly(self) -> None:
+        try:
+            self.adopt_saved_state()
+        except Exception as exc:  # the database is away: the next pass tries again
+            log.warning("could not load the stored alert state: %s", exc)
 
 
 def _scalar_array(value: float | str) -> np.ndarray:

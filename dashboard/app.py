@@ -54,6 +54,7 @@ def shell(settings: DashboardSettings, prefix: str, range_ms: int | None = None)
         # restored value would already have been dropped as unknown.)
         dcc.Dropdown(id=MODEL_ID, options=[], multi=True, placeholder="all models", style={"minWidth": "200px"}),
         dcc.Dropdown(id=NODE_ID, options=[], multi=True, placeholder="all nodes", style={"minWidth": "200px"}),
+        html.Span(id="dash-role", style={"fontSize": "12px", "whiteSpace": "nowrap"}),
         html.Span(id="dash-updated", style={"color": "#777", "fontSize": "12px", "whiteSpace": "nowrap"}),
     ]
     header = html.Header(
@@ -141,16 +142,17 @@ def _register_shell(app: Dash, ctx: PanelContext, prefix: str) -> None:
 
     app.callback(Output(RANGE_ID, "value"), Input("_pages_location", "search"))(from_url)
 
-    def options(_n: object) -> tuple[list[dict[str, str]], list[dict[str, str]], str]:
+    def options(_n: object) -> tuple[list[dict[str, str]], list[dict[str, str]], str, str]:
         def read() -> tuple[list[str], list[str]]:
             return ctx.queries.models(), ctx.queries.nodes()
 
         models, nodes = ctx.run("filters", read, lambda _text: ([], []))
         now = datetime.fromtimestamp(ctx.sources.clock.now_ms() / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        return ([{"label": m, "value": m} for m in models], [{"label": n, "value": n} for n in nodes], f"as of {now}")
+        return ([{"label": m, "value": m} for m in models], [{"label": n, "value": n} for n in nodes],
+                role_text(ctx.sources.role()), f"as of {now}")
 
-    app.callback(Output(MODEL_ID, "options"), Output(NODE_ID, "options"), Output("dash-updated", "children"),
-                 Input(REFRESH_ID, "n_intervals"))(options)
+    app.callback(Output(MODEL_ID, "options"), Output(NODE_ID, "options"), Output("dash-role", "children"),
+                 Output("dash-updated", "children"), Input(REFRESH_ID, "n_intervals"))(options)
 
     def highlight(pathname: str | None) -> list[dict[str, Any]]:
         path = (pathname or prefix).rstrip("/") + "/"
@@ -160,4 +162,13 @@ def _register_shell(app: Dash, ctx: PanelContext, prefix: str) -> None:
                  Input("_pages_location", "pathname"))(highlight)
 
 
-__all__ = ["create_dash", "shell", "page_layout", "initial_range", "range_from_url"]
+def role_text(role: dict[str, object]) -> str:
+    """The header's word on this process's part in an HA pair (nothing when it runs alone)."""
+    if role.get("role") == "leader":
+        return f"HA leader · {role.get('holder', '')}"
+    if role.get("role") == "follower":
+        return f"HA follower · {role.get('holder', '')} (the other process leads)"
+    return ""
+
+
+__all__ = ["create_dash", "role_text", "shell", "page_layout", "initial_range", "range_from_url"]

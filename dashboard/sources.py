@@ -166,6 +166,11 @@ class Sources:
     # instance label -> node, as the cost ledger attributes it (loopback means this host).
     node_of: Callable[[str], str] = field(default=lambda instance: local_node(instance))
     promql: SampleSource | None = None  # where expressions run (None: over ``reader``, here)
+    # This process's part: {"role": "single"} or an HA pair's "leader"/"follower" with its holder.
+    role: Callable[[], dict[str, object]] = field(default=lambda: _ALONE)
+
+
+_ALONE: dict[str, object] = {"role": "single"}
 
 
 def local_node(instance: str) -> str:
@@ -196,6 +201,7 @@ def sources_from_runtime(runtime: RuntimeLike) -> Sources:
         targets=Targets.of(thresholds),
         node_of=node_of,
         promql=getattr(runtime, "source", None),
+        role=getattr(runtime, "role", lambda: _ALONE),
     )
 
 

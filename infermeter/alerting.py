@@ -25,6 +25,7 @@ from alerts.state_store import AlertStateStore
 from cost.compute import CostCalculator
 from cost.ledger import CostLedger
 from cost.prices import PriceBook
+from ha.role import ALONE, Leadership
 from infermeter.forecasting import ForecastJob, build_forecasting
 from infermeter.settings import Settings
 from promql import SampleSource, Vector
@@ -92,6 +93,7 @@ class Alerting:
     cost_interval_ms: int
     clock: Clock
     forecasting: ForecastJob | None = None
+    leadership: Leadership = ALONE  # in an HA pair only the leader prices and forecasts
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -120,6 +122,8 @@ class Alerting:
             wake = (now // interval + 1) * interval + 5_000
             if self._stop.wait(max(0.0, (wake - now) / 1000)):
                 return
+            if not self.leadership.leading():
+                continue
             try:
                 self.tick()
             except Exception:  # a failed tick is retried next interval; the loop lives on
@@ -144,7 +148,9 @@ def build_alerting(
     registry: CollectorRegistry,
     config_path: str | None,
     sink: AlertSink | None = None,
+    leadership: Leadership = ALONE,
 ) -> Alerting:
+    """``engine``: for the leader-only parts' writes (fenced in an HA pair, :mod:`ha.fence`)."""
     groups = load_rule_groups(settings, config_path)
     count = InstanceCounter(reader)
     policy = settings.alerts.scaling
@@ -163,8 +169,11 @@ def build_alerting(
         enrichers={"CostPerTokenSpike": CostSpikeChecks(source, advisor, count),
                    "TokenCostOverBudget": CostSpikeChecks(source, advisor, count)},
         observers=[advisor.observe],
+        leadership=leadership,
     )
     book = PriceBook(settings.cost)
     ledger = CostLedger(engine, CostCalculator(reader, book, socket.gethostname()), book, clock, store.append)
     forecasting = build_forecasting(engine, ledger, settings.cost.budgets, clock, settings.alerts.thresholds.cost_over_budget_ratio)
-    return Alerting(rules, ledger, advisor, state_store, book, parse_duration_ms(settings.cost.interval), clock, forecasting)
+    forecasting.leadership = leadership
+    return Alerting(rules, ledger, advisor, state_store, book, parse_duration_ms(settings.cost.interval), clock,
+                    forecasting, leadership)

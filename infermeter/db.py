@@ -8,11 +8,12 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 import migrations
 
 MIGRATIONS_DIR = Path(migrations.__file__).resolve().parent
+MIGRATION_LOCK = 0x1F3E_7E7E  # PostgreSQL advisory lock key held while migrating
 
 
 def alembic_config(engine: Engine) -> Config:
@@ -35,6 +36,10 @@ def upgrade(engine: Engine, revision: str = "head") -> str | None:
     """Migrate to ``revision``; returns the revision the database is at afterwards."""
     config = alembic_config(engine)
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            # Two processes of an HA pair start at once: one migrates, the other waits, then
+            # finds the schema at head (the lock ends with this transaction).
+            conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         config.attributes["connection"] = conn
         command.upgrade(config, revision)
     return current_revision(engine)

@@ -25,6 +25,7 @@ from cost.prices import Budget
 from forecast.budget import BudgetProjection, UnitCostProjection, budget_projection, unit_cost_projection
 from forecast.ids import QUANTITIES, SeriesId
 from forecast.service import ForecastService
+from ha.role import ALONE, Leadership
 from store.clock import Clock
 from store.types import Sample, SeriesKey
 
@@ -70,6 +71,7 @@ class ForecastJob:
     horizon_h: int = 72
     projections: dict[tuple[str, str], BudgetProjection | UnitCostProjection] = field(default_factory=dict)
     last_error: str = ""
+    leadership: Leadership = ALONE
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -152,7 +154,8 @@ class ForecastJob:
             return
         while not self._stop.is_set():
             try:
-                self.run_once()
+                if self.leadership.leading():  # an HA follower leaves it to the leader
+                    self.run_once()
                 self.last_error = ""
             except Exception as exc:  # a failed run is retried next hour; the loop lives on
                 self.last_error = f"{type(exc).__name__}: {exc}"

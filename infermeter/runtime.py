@@ -8,6 +8,8 @@ leaves the write-ahead table empty.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import random
 import threading
@@ -28,9 +30,11 @@ from collector.scrape_loop import appender_call
 from forecast.ids import SeriesId
 from forecast.record import StoredForecast
 from forecast.service import ForecastService
+from ha.role import ALONE, Leadership
 from infermeter import db
 from infermeter.alerting import Alerting, build_alerting, load_rule_groups
 from infermeter.config_file import ConfigError, load_settings
+from infermeter.pair import Pair, PairCollector, build_pair
 from infermeter.self_metrics import ApiMetrics, StoreCollector, build_registry
 from infermeter.settings import Settings
 from infermeter.targets import source_factories, target_specs
@@ -79,6 +83,10 @@ class Runtime:
     worker: EmbeddedWorker | None = None
     # The newest stored forecast by series id (``spend:fleet``), for the dashboard.
     forecast: StoredForecasts | None = None
+    # An HA pair (ha.enabled): who leads; alone, this process always does.
+    pair: Pair | None = None
+    leadership: Leadership = ALONE
+    _follow_task: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -87,6 +95,8 @@ class Runtime:
         self.store.open()
         self.started_at_ms = self.clock.now_ms()
         self._stop.clear()
+        if self.pair is not None:
+            self.pair.elector.start()  # the role is known before the loops that depend on it start
         loop = threading.Thread(target=self._maintenance_loop, name="store-maintenance", daemon=True)
         loop.start()
         self._threads.append(loop)
@@ -104,6 +114,9 @@ class Runtime:
             self.alerting.stop()
         if self.notifier is not None:
             self.notifier.stop()
+        if self.pair is not None:
+            self.pair.elector.stop()  # gives the lease up: the other process leads at once
+            self.pair.leader_engine.dispose()
         for thread in self._threads:
             thread.join(timeout_s)
         self._threads.clear()
@@ -125,10 +138,35 @@ class Runtime:
     async def start_collectors(self) -> None:
         if self.worker is not None:
             await self.worker.start()  # returns at once; the worker loads in the background
+        if self.pair is not None:
+            self._follow_task = asyncio.create_task(self._scrape_while_leading(), name="ha scrape role")
+        else:
+            await self._apply_targets()
+
+    async def _apply_targets(self) -> None:
+        """The configured targets, scraped by the leader only (an HA follower scrapes none)."""
         if self.scrapes is not None:
-            await self.scrapes.apply(target_specs(self.settings))
+            await self.scrapes.apply(target_specs(self.settings) if self.leadership.leading() else [])
+
+    async def _scrape_while_leading(self) -> None:
+        leading: bool | None = None
+        while True:
+            now = self.leadership.leading()
+            if now != leading:
+                leading = now
+                try:
+                    await self._apply_targets()
+                except Exception:
+                    log.exception("could not apply the scrape targets for the new role")
+                    leading = None
+            await asyncio.sleep(0.25)
 
     async def stop_collectors(self) -> None:
+        if self._follow_task is not None:
+            self._follow_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._follow_task
+            self._follow_task = None
         if self.scrapes is not None:
             await self.scrapes.stop()
         if self.worker is not None:
@@ -155,8 +193,7 @@ class Runtime:
         if settings.model_dump(exclude=reloadable) != self.settings.model_dump(exclude=reloadable):
             log.warning("reload applies collection targets only; other changed settings need a restart")
         self.settings = self.settings.model_copy(update={k: getattr(settings, k) for k in reloadable})
-        if self.scrapes is not None:
-            await self.scrapes.apply(target_specs(self.settings))
+        await self._apply_targets()
         return []
 
     def dcgm_exposition(self) -> str:
@@ -191,6 +228,12 @@ class Runtime:
         if not self.started:
             problems["runtime"] = "not started"
         return problems
+
+    def role(self) -> dict[str, object]:
+        """This process's part: "leader" or "follower" of an HA pair, or "single"."""
+        if self.pair is None:
+            return {"role": "single"}
+        return self.pair.describe()
 
 
 @dataclass(frozen=True)
@@ -247,6 +290,11 @@ def build_runtime(
     samples = build_samples(settings, engine, clock)
     scrapes = ScrapeManager(appender_call(samples.store), clock, factories=source_factories(clock, nvml_module))
     registry, api_metrics = build_registry(samples.metrics, scrapes.statuses)
+    pair = build_pair(settings, engine)
+    leadership: Leadership = pair.elector if pair is not None else ALONE
+    leader_engine = pair.leader_engine if pair is not None else engine  # leader-only writes go here
+    if pair is not None:
+        registry.register(PairCollector(pair))
     tel = settings.telemetry
     telemetry = Telemetry(tel.otlp_endpoint, tel.export_interval, tel.service_name, samples.tsdb, scrapes.statuses)
     scrapes.tracer = telemetry.tracer
@@ -264,14 +312,19 @@ def build_runtime(
         config_path=config_path,
         scrapes=scrapes,
         telemetry=telemetry,
+        pair=pair,
+        leadership=leadership,
     )
     if settings.worker.embedded:
         runtime.worker = EmbeddedWorker(settings.worker)
     # The notifier reads its outbox and groups from the database: built after the migration.
-    runtime.notifier = Notifier(settings.notify, engine, clock, registry, random.Random())
+    runtime.notifier = Notifier(
+        settings.notify, leader_engine, clock, registry, random.Random(), leadership=leadership,
+        confirm=pair.fence.confirm if pair is not None else (lambda: True), silences_engine=engine,
+    )
     runtime.alerting = build_alerting(
-        settings, engine, samples.store, runtime.reader, samples.source, clock, registry, config_path,
-        sink=runtime.notifier.submit,
+        settings, leader_engine, samples.store, runtime.reader, samples.source, clock, registry, config_path,
+        sink=runtime.notifier.submit, leadership=leadership,
     )
     if runtime.alerting.forecasting is not None:
         runtime.forecast = StoredForecasts(runtime.alerting.forecasting.service)

@@ -343,6 +343,19 @@ class AgentSettings(_Strict):
     port: int = Field(9109, ge=1, le=65535, description="port of the agent's own /health and /metrics")
 
 
+class HaSettings(_Strict):
+    """An active/standby pair: two `up` processes on one PostgreSQL (store.url) and one remote
+    samples engine (store.backend: remote); one leads (rules, ledger, forecasts, scraping,
+    notifications), the other serves the API and dashboard and takes over when it goes."""
+
+    enabled: bool = Field(False, description="take part in a pair (needs a PostgreSQL store.url and store.backend: remote)")
+    lease_duration: DurationMs = Field(
+        10_000, description="how long the leader's lease lasts unrenewed; the follower leads at most 1.25 x this after "
+        "the leader's last renewal (keep 1.25 x this within two alerts.evaluation_interval)")
+    name: str = Field("infermeter", min_length=1, description="the pair's lease name (several pairs may share a database)")
+    holder: str = Field("", description="this process's name in the lease; empty: <hostname>:<pid>")
+
+
 class QuerySettings(_Strict):
     """PromQL queries over the HTTP API (/api/v1/query, query_range), as Prometheus's flags."""
 
@@ -378,3 +391,25 @@ class Settings(_Strict):
     dashboard: DashboardSettings = Field(
         DashboardSettings(), description="the Dash dashboard at /dashboard/ on the API's port"
     )
+    ha: HaSettings = Field(HaSettings(), description=HaSettings.__doc__)
+
+    @model_validator(mode="after")
+    def _pair_needs_shared_state(self) -> Settings:
+        if not self.ha.enabled:
+            return self
+        if not self.store.url.startswith("postgresql"):
+            raise ValueError(
+                "ha.enabled needs a PostgreSQL store.url shared by both processes (alert state, outbox and the "
+                f"lease live there); got {self.store.url.split('://')[0]}://"
+            )
+        if self.store.backend != "remote":
+            raise ValueError(
+                "ha.enabled needs store.backend: remote (a Prometheus-compatible engine both processes read and "
+                "write): the embedded store keeps its newest samples in its own process, so a pair cannot share it"
+            )
+        if self.ha.lease_duration * 5 // 4 > 2 * self.alerts.evaluation_interval:
+            raise ValueError(
+                f"ha.lease_duration {self.ha.lease_duration} ms: a takeover can take 1.25 x that, more than two "
+                f"alerts.evaluation_interval ({self.alerts.evaluation_interval} ms); shorten the lease"
+            )
+        return self

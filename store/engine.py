@@ -17,12 +17,14 @@ def create_store_engine(
     sqlite_synchronous: SqliteSync = "NORMAL",
     busy_timeout_ms: int = 10_000,
     pool_size: int = 5,
+    pg_settings: dict[str, str] | None = None,
 ) -> Engine:
     """An engine for ``sqlite:///path`` or ``postgresql+psycopg://...``.
 
     SQLite runs in WAL mode so readers never block the writer; ``synchronous=NORMAL`` keeps
     every commit through a process crash (only power loss can drop the newest ones; ``FULL``
     closes that too at the cost of an fsync per commit).
+    ``pg_settings``: PostgreSQL session settings for every connection (e.g. a timeout).
     """
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
@@ -54,7 +56,9 @@ def create_store_engine(
             raise ValueError(f"PostgreSQL needs the psycopg 3 driver: postgresql+psycopg://..., got {url!r}")
         if parsed.get_driver_name() == "":
             parsed = parsed.set(drivername="postgresql+psycopg")
-        return create_engine(parsed, pool_size=pool_size, pool_pre_ping=True)
+        options = " ".join(f"-c {name}={value}" for name, value in (pg_settings or {}).items())
+        return create_engine(parsed, pool_size=pool_size, pool_pre_ping=True,
+                             connect_args={"options": options} if options else {})
     raise ValueError(
         f"unsupported store URL {parsed.render_as_string(hide_password=True)!r}: "
         "use sqlite:///path/to/file.db or postgresql+psycopg://user@host/db"

@@ -26,6 +26,7 @@ from alerts.notify.integrations import Integration
 from alerts.notify.metrics import NotifyMetrics
 from alerts.notify.outbox import Outbox, OutboxRow
 from alerts.notify.sinks import Message, SendResult
+from ha.role import ALONE, Leadership
 from store.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -59,8 +60,14 @@ class Dispatcher:
         delivery: DeliveryConfig,
         metrics: NotifyMetrics,
         waiter: Waiter = event_wait,
+        leadership: Leadership = ALONE,
+        confirm: Callable[[], bool] = lambda: True,
     ) -> None:
+        """``confirm``: asked right before each send (an HA pair's fence: is the lease still
+        ours?); a claimed row it refuses is left to its lease, and so to the new leader."""
         self._outbox = outbox
+        self._leadership = leadership
+        self._confirm = confirm
         self._integrations = dict(integrations)
         self._clock = clock
         self._rng = rng
@@ -139,6 +146,9 @@ class Dispatcher:
     def _deliver(self, integration: Integration, row: OutboxRow) -> None:
         attempt = row.attempts + 1
         message = Message(row.id, row.body, row.created_ms, attempt)
+        if not self._confirm():
+            log.info("notification %s not sent: this process no longer leads", row.id)
+            return
         try:
             result = integration.sink.send(message, integration.sink.timeout_s)
         except Exception as exc:  # a sink bug degrades this attempt only; it is retried
@@ -190,6 +200,9 @@ class Dispatcher:
     def _run(self) -> None:
         while not self._stop.is_set():
             self._wake.clear()
+            if not self._leadership.leading():  # the leader delivers
+                self._waiter(self._wake, self._delivery.poll_interval / 1000)
+                continue
             try:
                 wait_ms = self.poll()
             except Exception:  # the database may be briefly unreachable; try again later

@@ -41,6 +41,7 @@ from alerts.notify.outbox import Outbox, OutboxRow
 from alerts.notify.payloads import Notification
 from alerts.notify.routing import Route, compile_routes
 from alerts.notify.silences import SilenceStore
+from ha.role import ALONE, Leadership
 from store.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -125,8 +126,10 @@ class NotificationPipeline:
         new_id: Callable[[], str] = new_notification_id,
         on_enqueue: Callable[[], None] | None = None,
         waiter: Waiter = event_wait,
+        leadership: Leadership = ALONE,
     ) -> None:
         self._engine = engine
+        self._leadership = leadership
         self._config = config
         self._root = compile_routes(config.route)
         self._rules = [InhibitRule.from_config(r) for r in config.inhibit_rules]
@@ -144,18 +147,28 @@ class NotificationPipeline:
         self._groups: dict[GroupId, _Group] = {}
         self._persisted: set[str] = set()  # fingerprints with a notify_alerts row
         self._dirty: set[str] = set()  # held alerts (or deletions) not yet written
-        self._log: dict[tuple[str, str], LogEntry] = state.load_log(engine)
         self._last_gc_ms = 0
         self._last_gauges_ms = -GAUGES_EVERY_MS
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        now = clock.now_ms()
-        for alert in state.load_alerts(engine):
-            self._persisted.add(alert.fingerprint)
-            held = _Held(alert, now)
-            self._held[alert.fingerprint] = held
-            self._attach(held, now)
+        self._log: dict[tuple[str, str], LogEntry] = {}
+        self.reload()
+
+    def reload(self) -> None:
+        """Start over from the database: the held alerts and the notification log as stored
+        (at construction, and when an HA pair hands this process the lead)."""
+        with self._tick_lock:
+            with self._lock:
+                self._pending = {}
+            self._held, self._groups, self._persisted, self._dirty = {}, {}, set(), set()
+            self._log = state.load_log(self._engine)
+            now = self._clock.now_ms()
+            for alert in state.load_alerts(self._engine):
+                self._persisted.add(alert.fingerprint)
+                held = _Held(alert, now)
+                self._held[alert.fingerprint] = held
+                self._attach(held, now)
 
     # -- the rules engine's side ----------------------------------------------------------------
     def submit(self, alerts: Sequence[Alert]) -> None:
@@ -362,8 +375,20 @@ class NotificationPipeline:
         self._thread.start()
 
     def _run(self) -> None:
+        term = self._leadership.term()
         while not self._stop.is_set():
             self._wake.clear()
+            current = self._leadership.term()
+            if current != term:  # the lead changed hands: continue from what the leader stored
+                term = current
+                try:
+                    self.reload()
+                except Exception:
+                    log.exception("could not reload the notification state")
+                    term = -1  # try again next pass
+            if not current:  # following: the leader notifies
+                self._waiter(self._wake, self._config.delivery.poll_interval / 1000)
+                continue
             try:
                 wait_ms = self.tick()
             except Exception:  # e.g. the database is away; the next tick retries the same work
@@ -382,6 +407,8 @@ class NotificationPipeline:
         if self._thread is not None:
             self._thread.join(timeout_s)
             self._thread = None
+        if not self._leadership.leading():
+            return  # a follower has nothing of its own to store
         try:
             self.tick()
         except Exception:

@@ -27,6 +27,7 @@ from alerts.notify.outbox import Outbox
 from alerts.notify.pipeline import NotificationPipeline, new_notification_id
 from alerts.notify.silences import SilenceStore
 from alerts.notify.sinks import ClientFactory, default_client
+from ha.role import ALONE, Leadership
 from store.clock import Clock
 
 
@@ -43,10 +44,16 @@ class Notifier:
         waiter: Waiter = event_wait,
         new_id: Callable[[], str] = new_notification_id,
         new_silence_id: Callable[[], str] | None = None,
+        leadership: Leadership = ALONE,
+        confirm: Callable[[], bool] = lambda: True,
+        silences_engine: Engine | None = None,
     ) -> None:
+        """In an HA pair, ``engine`` fences its writes (:mod:`ha.fence`), ``leadership`` gates
+        the loops and ``confirm`` each send; silences, set through the API of either process,
+        go through ``silences_engine``."""
         self.config = config
         self.metrics = NotifyMetrics(registry)
-        self.silences = SilenceStore(engine, clock, new_silence_id)
+        self.silences = SilenceStore(silences_engine or engine, clock, new_silence_id)
         self.outbox = Outbox(engine)
         by_receiver = build_integrations(config, clock, client_factory)
         self.dispatcher = Dispatcher(
@@ -58,10 +65,12 @@ class Notifier:
             config.delivery,
             self.metrics,
             waiter,
+            leadership,
+            confirm,
         )
         self.pipeline = NotificationPipeline(
             engine, config, by_receiver, self.silences, clock, self.metrics,
-            new_id=new_id, on_enqueue=self.dispatcher.wake, waiter=waiter,
+            new_id=new_id, on_enqueue=self.dispatcher.wake, waiter=waiter, leadership=leadership,
         )
         self.started = False
 

@@ -17,6 +17,7 @@ from alerts.notify.api import silences_router
 from alerts.notify.service import Notifier
 from dashboard import mount as mount_dashboard
 from forecast.api import forecast_router
+from ha.fence import NotLeader
 from infermeter.api import (
     routes_alerts,
     routes_cost,
@@ -82,13 +83,21 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
         """Liveness: the process answers."""
         return {"status": "ok"}
 
+    @app.exception_handler(NotLeader)
+    async def not_leader(_: Request, exc: NotLeader) -> JSONResponse:
+        return JSONResponse({"status": "error", "errorType": "unavailable",
+                             "error": f"{exc}; send this request to the leader of the pair"}, status_code=503)
+
     @app.get("/ready", tags=["health"])
     async def ready() -> JSONResponse:
-        """Readiness: the store is reachable, the schema is at head, the loops run."""
+        """Readiness: the store is reachable, the schema is at head, the loops run; ``ha`` says
+        this process's role ("single", or "leader"/"follower" of an HA pair). A follower is ready:
+        it serves the API and dashboard."""
         problems = await run_in_threadpool(runtime.readiness)
+        role = runtime.role()
         if problems:
-            return JSONResponse({"status": "unavailable", "problems": problems}, status_code=503)
-        return JSONResponse({"status": "ready"})
+            return JSONResponse({"status": "unavailable", "problems": problems, "ha": role}, status_code=503)
+        return JSONResponse({"status": "ready", "ha": role})
 
     @app.get("/metrics", tags=["health"])
     async def metrics() -> Response:

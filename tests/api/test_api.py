@@ -121,7 +121,7 @@ def test_query_parameter_errors(service: tuple[str, ManualClock]) -> None:
 def test_health_ready_metrics_and_openapi(service: tuple[str, ManualClock]) -> None:
     base, _ = service
     assert httpx.get(f"{base}/health").json() == {"status": "ok"}
-    assert httpx.get(f"{base}/ready").json() == {"status": "ready"}
+    assert httpx.get(f"{base}/ready").json() == {"status": "ready", "ha": {"role": "single"}}
     _push(base, json.dumps({"samples": [{"metric": "m", "ts": T0, "value": 1}]}))
     metrics = httpx.get(f"{base}/metrics").text
     assert "infermeter_store_samples_appended_total 1.0" in metrics

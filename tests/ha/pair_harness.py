@@ -1,0 +1,182 @@
+"""Real `infermeter up` processes forming an HA pair on one PostgreSQL and one VictoriaMetrics,
+with a webhook receiver on loopback that records every delivery (used by the tests and by
+benchmarks/ha_bench.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from fastapi import FastAPI, Request
+
+from tests.service import free_port, wait_http
+
+RULES = """
+groups:
+  - name: ha
+    interval: {interval}
+    rules:
+      - alert: HaProbeFiring
+        expr: ha_probe > 0
+      - alert: HaProbePending
+        expr: ha_probe > 0
+        for: 10m
+"""
+
+
+@dataclass
+class Deliveries:
+    """What the receiver got: notification id -> arrival times (monotonic)."""
+
+    got: dict[str, list[float]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, note_id: str) -> None:
+        with self.lock:
+            self.got.setdefault(note_id, []).append(time.monotonic())
+
+    def ids(self) -> Counter[str]:
+        with self.lock:
+            return Counter({k: len(v) for k, v in self.got.items()})
+
+
+def receiver_app(deliveries: Deliveries) -> FastAPI:
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/hook")
+    async def hook(request: Request) -> dict[str, str]:
+        deliveries.add(request.headers["webhook-id"])
+        return {"status": "ok"}
+
+    return app
+
+
+def push_probe(vm_url: str, series: int, at_ms: int) -> None:
+    """``ha_probe{n=...} 1`` at ``at_ms`` into the engine (each series one alert group)."""
+    lines = "".join(f'ha_probe{{n="{i}"}} 1 {at_ms}\n' for i in range(series))
+    httpx.post(f"{vm_url}/api/v1/import/prometheus", content=lines, timeout=30).raise_for_status()
+
+
+def pair_config(tmp: Path, name: str, pg_url: str, vm_url: str, hook_url: str, port: int, *,
+                interval_s: int = 2, lease_s: int = 2, repeat_s: int = 3) -> Path:
+    rules = tmp / "rules.yaml"
+    rules.write_text(RULES.format(interval=f"{interval_s}s"))
+    config = {
+        "server": {"port": port},
+        "gpu": {"nvml": "off"},
+        "worker": {"embedded": False},
+        "logging": {"level": "INFO"},
+        "store": {"backend": "remote", "url": pg_url,
+                  "remote": {"write_url": f"{vm_url}/api/v1/write", "query_url": vm_url,
+                             "queue_dir": str(tmp / f"{name}-queue"), "flush_interval": "200ms"}},
+        "alerts": {"default_rules": False, "rule_files": [str(rules)], "evaluation_interval": f"{interval_s}s"},
+        "ha": {"enabled": True, "lease_duration": f"{lease_s}s", "holder": name},
+        "notify": {
+            "route": {"receiver": "hook", "group_by": ["alertname", "n"], "group_wait": "0s",
+                      "group_interval": "1s", "repeat_interval": f"{repeat_s}s"},
+            "receivers": [{"name": "hook", "webhook_configs": [{"url": hook_url, "timeout": "5s"}]}],
+            "inhibit_rules": [],
+            "delivery": {"poll_interval": "200ms"},
+        },
+    }
+    path = tmp / f"{name}.yaml"
+    path.write_text(json.dumps(config))
+    return path
+
+
+class UpProcess:
+    def __init__(self, tmp: Path, name: str, config: Path, port: int) -> None:
+        self.tmp, self.name, self.config, self.port = tmp, name, config, port
+        self.base = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen[str] | None = None
+        self.log = tmp / f"{name}.log"
+
+    def start(self, wait: bool = True) -> None:
+        out = open(self.log, "a")
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "infermeter", "--config", str(self.config), "up",
+                                      "--port", str(self.port)], stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self, timeout_s: float = 90) -> None:
+        try:
+            wait_http(f"{self.base}/health", timeout_s, None)
+        except AssertionError:
+            raise AssertionError(f"{self.name} did not start:\n{self.log.read_text()[-3000:]}") from None
+
+    def role(self) -> str:
+        try:
+            body = httpx.get(f"{self.base}/ready", timeout=2).json()
+        except (httpx.HTTPError, ValueError):
+            return "down"
+        return str(body.get("ha", {}).get("role", "?"))
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(30)
+            self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(30)
+            self.proc = None
+
+
+def start_pair(tmp: Path, pg_url: str, vm_url: str, hook_url: str, **timing: int) -> tuple[UpProcess, UpProcess]:
+    """Both processes at once (neither waits for the other)."""
+    procs = []
+    for name in ("a", "b"):
+        port = free_port()
+        procs.append(UpProcess(tmp, name, pair_config(tmp, name, pg_url, vm_url, hook_url, port, **timing), port))
+    for p in procs:
+        p.start(wait=False)
+    for p in procs:
+        p.wait_ready()
+    return procs[0], procs[1]
+
+
+def leader_of(pair: tuple[UpProcess, UpProcess], timeout_s: float = 30) -> UpProcess:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        roles = [p.role() for p in pair]
+        if roles.count("leader") == 1 and "follower" in roles:
+            return pair[roles.index("leader")]
+        time.sleep(0.1)
+    raise AssertionError(f"no single leader within {timeout_s} s: {[p.role() for p in pair]}")
+
+
+def outbox_ids(pg_url: str) -> dict[str, str]:
+    """Every notification the pair enqueued: id -> state."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(pg_url)
+    try:
+        with engine.connect() as conn:
+            return {r.id: r.state for r in conn.execute(sa.text("SELECT id, state FROM notify_outbox"))}
+    finally:
+        engine.dispose()

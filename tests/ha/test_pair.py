@@ -1,0 +1,151 @@
+"""Two real `infermeter up` processes as an HA pair on real PostgreSQL and VictoriaMetrics, a real
+webhook receiver on loopback: exactly one leads; kill -9 of the leader hands over within two
+evaluation intervals with every notification delivered once and pending alerts keeping their
+`for` start; a leader paused past its lease (SIGSTOP) stands down on SIGCONT without sending."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.engines import VictoriaMetrics, needs_vm, wait_until
+from tests.ha.pair_harness import (
+    Deliveries,
+    UpProcess,
+    leader_of,
+    outbox_ids,
+    push_probe,
+    receiver_app,
+    start_pair,
+)
+from tests.service import run_app
+
+pytestmark = needs_vm
+INTERVAL_S = 2  # evaluation interval; the lease is 2 s, so a takeover may take 2.5 s
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[VictoriaMetrics]:
+    vm = VictoriaMetrics(tmp_path / "vm")
+    vm.start()
+    yield vm
+    vm.stop()
+
+
+def _active_at(proc: UpProcess, alertname: str) -> dict[str, str]:
+    alerts = httpx.get(f"{proc.base}/api/v1/alerts", timeout=5).json()["data"]["alerts"]
+    return {a["labels"]["n"]: a["activeAt"] for a in alerts if a["labels"]["alertname"] == alertname}
+
+
+def _wait_all_sent(pg_url: str, deliveries: Deliveries, timeout_s: float) -> dict[str, str]:
+    def drained() -> bool:
+        rows = outbox_ids(pg_url)
+        return bool(rows) and all(state == "sent" for state in rows.values()) and set(rows) <= set(deliveries.ids())
+    wait_until(drained, timeout_s, "every enqueued notification sent and received")
+    return outbox_ids(pg_url)
+
+
+def test_kill_9_of_the_leader_hands_over_without_losing_or_repeating_a_notification(
+        tmp_path: Path, pg_url: str, engine: VictoriaMetrics) -> None:
+    deliveries = Deliveries()
+    push_probe(engine.url, 3, int(time.time() * 1000))
+    with run_app(receiver_app(deliveries)) as hook:
+        a, b = start_pair(tmp_path, pg_url, engine.url, f"{hook}/hook", interval_s=INTERVAL_S, lease_s=2)
+        try:
+            leader = leader_of((a, b))
+            follower = b if leader is a else a
+            wait_until(lambda: len(_active_at(leader, "HaProbePending")) == 3, 30, "three pending alerts")
+            wait_until(lambda: len(deliveries.ids()) >= 6, 30, "notifications of the firing alerts")
+            pending_before = _active_at(leader, "HaProbePending")
+            assert _active_at(follower, "HaProbePending") == pending_before  # the follower shows the stored state
+            push_probe(engine.url, 3, int(time.time() * 1000))
+            killed = time.monotonic()
+            leader.kill()
+            wait_until(lambda: follower.role() == "leader", 2 * INTERVAL_S + 1, "the follower to take over")
+            took = time.monotonic() - killed
+            assert took <= 2 * INTERVAL_S, f"takeover took {took:.2f} s"
+            # the pending alerts keep their `for` start: not re-pending from now
+            assert _active_at(follower, "HaProbePending") == pending_before
+            sent_before = len(deliveries.ids())
+            wait_until(lambda: len(deliveries.ids()) >= sent_before + 3, 60, "repeat notifications from the new leader")
+            # the killed one comes back as the follower
+            leader.start()
+            wait_until(lambda: leader.role() == "follower", 30, "the restarted process to follow")
+            rows = _wait_all_sent(pg_url, deliveries, 90)
+        finally:
+            a.stop()
+            b.stop()
+    got = deliveries.ids()
+    assert set(rows) == set(got), "every delivery is an enqueued notification and every one was delivered"
+    assert max(got.values()) == 1, f"delivered twice: {[k for k, n in got.items() if n > 1]}"
+
+
+def test_a_paused_leader_stands_down_on_resume_without_sending(
+        tmp_path: Path, pg_url: str, engine: VictoriaMetrics) -> None:
+    deliveries = Deliveries()
+    push_probe(engine.url, 2, int(time.time() * 1000))
+    with run_app(receiver_app(deliveries)) as hook:
+        a, b = start_pair(tmp_path, pg_url, engine.url, f"{hook}/hook", interval_s=INTERVAL_S, lease_s=2)
+        try:
+            leader = leader_of((a, b))
+            follower = b if leader is a else a
+            wait_until(lambda: len(deliveries.ids()) >= 2, 30, "first notifications")
+            leader.signal(signal.SIGSTOP)
+            wait_until(lambda: follower.role() == "leader", 3 * INTERVAL_S + 5, "the follower to take over")
+            time.sleep(2)
+            before = outbox_ids(pg_url)
+            leader.signal(signal.SIGCONT)
+            wait_until(lambda: leader.role() == "follower", 10, "the resumed process to stand down")
+            assert follower.role() == "leader"
+            log = leader.log.read_text()
+            assert "lost the lead" in log
+            time.sleep(2 * INTERVAL_S)
+            rows = _wait_all_sent(pg_url, deliveries, 90)
+            metrics = httpx.get(f"{leader.base}/metrics", timeout=5).text
+            assert f'infermeter_ha_leader{{holder="{leader.name}"}} 0.0' in metrics
+        finally:
+            a.stop()
+            b.stop()
+    got = deliveries.ids()
+    assert max(got.values()) == 1, f"delivered twice: {[k for k, n in got.items() if n > 1]}"
+    assert set(rows) == set(got) and set(before) <= set(rows)
+
+
+def test_both_started_at_once_exactly_one_leads(tmp_path: Path, pg_url: str, engine: VictoriaMetrics) -> None:
+    deliveries = Deliveries()
+    with run_app(receiver_app(deliveries)) as hook:
+        a, b = start_pair(tmp_path, pg_url, engine.url, f"{hook}/hook", interval_s=INTERVAL_S, lease_s=2)
+        try:
+            leader = leader_of((a, b))
+            for _ in range(10):  # and it stays that way
+                assert sorted(p.role() for p in (a, b)) == ["follower", "leader"]
+                time.sleep(0.3)
+            page = httpx.get(f"{leader.base}/metrics", timeout=5).text
+            assert f'infermeter_ha_leader{{holder="{leader.name}"}} 1.0' in page
+            # a clean stop hands the lead over at once (the lease is released)
+            other = b if leader is a else a
+            stopped = time.monotonic()
+            leader.stop()
+            wait_until(lambda: other.role() == "leader", 5, "the other process to lead")
+            assert time.monotonic() - stopped < 5
+        finally:
+            a.stop()
+            b.stop()
+
+
+def test_a_pair_refuses_what_it_cannot_share(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    config = tmp_path / "bad.yaml"
+    config.write_text(json.dumps({"ha": {"enabled": True}, "store": {"url": f"sqlite:///{tmp_path / 'x.db'}"}}))
+    done = subprocess.run([sys.executable, "-m", "infermeter", "--config", str(config), "up"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode != 0
+    assert "ha.enabled needs a PostgreSQL store.url" in done.stdout + done.stderr

@@ -39,6 +39,7 @@ BENCHMARKS = (
     "dashboard_bench",
     "query_bench",
     "fleet_bench",
+    "ha_bench",
 )
 
 

@@ -20,7 +20,9 @@ from sqlalchemy.sql.elements import TextClause
 from ha.elector import Elector
 from ha.lease import LeaseStore
 
-_FENCED = "ha_fenced"  # in a connection's info while its transaction has passed the check
+# In a connection's info: the transaction that passed the check (the object, not a flag, so
+# a later transaction on the same pooled connection is checked again whatever happened).
+_FENCED = "ha_fenced"
 
 
 class NotLeader(RuntimeError):
@@ -65,10 +67,13 @@ class Fence:
         return info is not None and info.holder == self.elector.holder and info.token == role.token and not info.expired
 
     def _before_execute(self, conn: Connection, clause: Any, *_: Any) -> None:
-        if conn.info.get(_FENCED) or not _writes(clause):
+        if not _writes(clause):
+            return
+        transaction = conn.get_transaction()
+        if transaction is not None and conn.info.get(_FENCED) is transaction:
             return
         self.check(conn)
-        conn.info[_FENCED] = True
+        conn.info[_FENCED] = conn.get_transaction()
 
     @staticmethod
     def _done(conn: Connection) -> None:

@@ -320,7 +320,8 @@ def build_runtime(
     # The notifier reads its outbox and groups from the database: built after the migration.
     runtime.notifier = Notifier(
         settings.notify, leader_engine, clock, registry, random.Random(), leadership=leadership,
-        confirm=pair.fence.confirm if pair is not None else (lambda: True), silences_engine=engine,
+        confirm=pair.fence.confirm if pair is not None else (lambda: True),
+        silences_engine=engine if pair is not None else None,
     )
     runtime.alerting = build_alerting(
         settings, leader_engine, samples.store, runtime.reader, samples.source, clock, registry, config_path,

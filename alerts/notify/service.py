@@ -53,7 +53,9 @@ class Notifier:
         go through ``silences_engine``."""
         self.config = config
         self.metrics = NotifyMetrics(registry)
-        self.silences = SilenceStore(silences_engine or engine, clock, new_silence_id)
+        # In a pair the other process may set silences too: reads refresh once a second.
+        self.silences = SilenceStore(silences_engine or engine, clock, new_silence_id,
+                                     max_age_ms=1000 if silences_engine is not None else 0)
         self.outbox = Outbox(engine)
         by_receiver = build_integrations(config, clock, client_factory)
         self.dispatcher = Dispatcher(

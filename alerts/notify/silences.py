@@ -76,9 +76,14 @@ class SilenceSpec:
 class SilenceStore:
     """Thread-safe: the API writes, the pipeline thread reads a snapshot per flush."""
 
-    def __init__(self, engine: Engine, clock: Clock, new_id: Callable[[], str] | None = None) -> None:
+    def __init__(self, engine: Engine, clock: Clock, new_id: Callable[[], str] | None = None,
+                 max_age_ms: int = 0) -> None:
+        """``max_age_ms`` > 0: reads reload from the database when the copy in memory is older
+        (an HA pair: the other process may have set a silence)."""
         self._engine = engine
         self._clock = clock
+        self._max_age_ms = max_age_ms
+        self._loaded_ms = 0
         self._new_id = new_id or (lambda: str(uuid.uuid4()))
         self._lock = threading.Lock()
         self._by_id: dict[str, Silence] = {}
@@ -91,24 +96,33 @@ class SilenceStore:
         with self._lock:
             self._by_id = {str(row["id"]): _from_row(dict(row)) for row in rows}
             self._snapshot = tuple(self._by_id.values())
+            self._loaded_ms = self._clock.now_ms()
+
+    def _fresh(self) -> None:
+        if self._max_age_ms and self._clock.now_ms() - self._loaded_ms >= self._max_age_ms:
+            self.load()
 
     # -- reads --------------------------------------------------------------------------------
     def now_ms(self) -> int:
         return self._clock.now_ms()
 
     def all(self) -> list[Silence]:
+        self._fresh()
         return sorted(self._snapshot, key=lambda s: (s.ends_at_ms, s.id), reverse=True)
 
     def get(self, silence_id: str) -> Silence:
+        self._fresh()
         found = self._by_id.get(silence_id)
         if found is None:
             raise SilenceNotFound(silence_id)
         return found
 
     def muted_by(self, labels: Mapping[str, str], now_ms: int) -> list[str]:
+        self._fresh()
         return [s.id for s in self._snapshot if s.mutes(labels, now_ms)]
 
     def snapshot(self) -> tuple[Silence, ...]:
+        self._fresh()
         return self._snapshot
 
     # -- writes -------------------------------------------------------------------------------

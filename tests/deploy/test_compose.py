@@ -58,9 +58,11 @@ def test_the_schema_rejects_what_compose_would() -> None:
 def test_services_are_wired() -> None:
     services = _compose()["services"]
     assert set(services) == {"postgres", "infermeter", "worker", "prometheus", "alertmanager", "grafana",
-                             "agent", "victoriametrics", "infermeter-fleet"}
+                             "agent", "victoriametrics", "infermeter-fleet", "infermeter-ha-a", "infermeter-ha-b"}
     fleet = {n for n, svc in services.items() if "fleet" in svc.get("profiles", [])}
     assert fleet == {"agent", "victoriametrics", "infermeter-fleet"}
+    pair = {n for n, svc in services.items() if "ha" in svc.get("profiles", [])}
+    assert pair == {"victoriametrics", "infermeter-ha-a", "infermeter-ha-b"}
     app, worker = services["infermeter"], services["worker"]
     assert app["image"] == worker["image"] and app["build"] == worker["build"]  # one image, built once
     assert app["command"][:2] == ["infermeter", "up"]
@@ -158,6 +160,24 @@ def test_the_fleet_up_reads_and_writes_the_engine_and_keeps_state_in_its_own_dat
     assert f"CREATE DATABASE {database} " in script and database != services["postgres"]["environment"]["POSTGRES_DB"]
 
 
+def test_the_ha_pair_shares_one_database_and_the_engine_and_each_keeps_its_own_queue() -> None:
+    services = _compose()["services"]
+    a, b = services["infermeter-ha-a"], services["infermeter-ha-b"]
+    mounts_a, mounts_b = dict((t, s) for s, t in _mounts(a)), dict((t, s) for s, t in _mounts(b))
+    config = a["environment"]["INFERMETER_CONFIG"]
+    assert mounts_a[config] == mounts_b[config] == "./deploy/infermeter-ha.yaml"
+    settings, _ = load_settings(str(REPO / "deploy" / "infermeter-ha.yaml"))
+    assert settings.ha.enabled and settings.store.backend == "remote"
+    assert a["environment"]["INFERMETER_STORE_URL"] == b["environment"]["INFERMETER_STORE_URL"] == settings.store.url
+    assert settings.ha.lease_duration * 5 / 4 <= 2 * settings.alerts.evaluation_interval
+    assert mounts_a["/var/lib/infermeter"] != mounts_b["/var/lib/infermeter"]  # one remote-write queue each
+    assert a["command"][-1] == "8002" and "8002:8002" in a["ports"]
+    assert b["command"][-1] == "8003" and "8003:8003" in b["ports"]
+    database = settings.store.url.rsplit("/", 1)[1]
+    init = dict((t, s) for s, t in _mounts(services["postgres"]))
+    assert f"CREATE DATABASE {database} " in (REPO / init["/docker-entrypoint-initdb.d/init-fleet.sql"]).read_text()
+
+
 def test_mounted_configs_are_valid_for_their_programs() -> None:
     settings, _ = load_settings(str(REPO / "deploy" / "infermeter.yaml"))
     assert settings.server.host == "0.0.0.0"
@@ -180,8 +200,25 @@ def test_the_image_holds_every_package() -> None:
 
 
 @pytest.mark.parametrize("path", ["deploy/prometheus.yml", "deploy/alertmanager.yml", "deploy/infermeter.yaml",
-                                  "deploy/infermeter-fleet.yaml",
+                                  "deploy/infermeter-fleet.yaml", "deploy/infermeter-ha.yaml",
                                   "deploy/worker.yaml", "deploy/grafana/provisioning/datasources/prometheus.yml",
                                   "deploy/grafana/provisioning/dashboards/infermeter.yml"])
 def test_yaml_files_parse(path: str) -> None:
     assert isinstance(yaml.safe_load((REPO / path).read_text()), dict)
+
+
+@pytest.mark.parametrize(("unit", "command"), [("infermeter-agent.service", "agent"), ("infermeter-ha.service", "up")])
+def test_systemd_units_run_a_command_of_the_cli(unit: str, command: str) -> None:
+    import configparser
+    import shlex
+
+    from infermeter.cli import build_parser
+
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read_string((REPO / "deploy" / unit).read_text())
+    argv = shlex.split(parser["Service"]["ExecStart"])
+    assert argv[0].endswith("/infermeter") and argv[-1] == command
+    args = build_parser().parse_args(argv[1:])  # the CLI takes it as written
+    assert args.config == "/etc/infermeter/infermeter.yaml"
+    assert parser["Service"]["Restart"] == "always"

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from selenium.webdriver.common.by import By
 
+from tests.dashboard.browser import available as browser_available
+from tests.dashboard.browser import chrome, wait_for
 from tests.engines import VictoriaMetrics, needs_vm, wait_until
 from tests.ha.pair_harness import (
     Deliveries,
@@ -127,8 +130,23 @@ def test_both_started_at_once_exactly_one_leads(tmp_path: Path, pg_url: str, eng
                 time.sleep(0.3)
             page = httpx.get(f"{leader.base}/metrics", timeout=5).text
             assert f'infermeter_ha_leader{{holder="{leader.name}"}} 1.0' in page
-            # a clean stop hands the lead over at once (the lease is released)
             other = b if leader is a else a
+            if browser_available():  # the dashboard header says which one this is
+                driver = chrome()
+                try:
+                    for proc, word in ((leader, "HA leader"), (other, "HA follower")):
+                        driver.get(f"{proc.base}/dashboard/")
+                        wait_for(lambda w=word: w in driver.find_element(By.ID, "dash-role").text, 30)  # type: ignore[misc]
+                finally:
+                    driver.quit()
+            # a silence set through the follower mutes on the leader (both read it from the database)
+            ends = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+            made = httpx.post(f"{other.base}/api/v1/silences", timeout=5, json={
+                "matchers": [{"name": "alertname", "value": "HaProbeFiring", "isRegex": False, "isEqual": True}],
+                "endsAt": ends, "createdBy": "test", "comment": "set on the follower"}).json()["silenceID"]
+            wait_until(lambda: made in {s["id"] for s in httpx.get(f"{leader.base}/api/v1/silences", timeout=5).json()},
+                       5, "the leader to see the follower's silence")
+            # a clean stop hands the lead over at once (the lease is released)
             stopped = time.monotonic()
             leader.stop()
             wait_until(lambda: other.role() == "leader", 5, "the other process to lead")

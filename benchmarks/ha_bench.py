@@ -29,7 +29,6 @@ import signal
 import statistics
 import threading
 import time
-from pathlib import Path
 
 from benchmarks._common import (
     Target,
@@ -44,7 +43,15 @@ from benchmarks._common import (
 )
 from benchmarks._victoriametrics import VM_BINARY, VictoriaMetrics
 from tests.engines import wait_until
-from tests.ha.pair_harness import Deliveries, UpProcess, leader_of, outbox_ids, push_probe, receiver_app, start_pair
+from tests.ha.pair_harness import (
+    Deliveries,
+    UpProcess,
+    leader_of,
+    outbox_ids,
+    push_probe,
+    receiver_app,
+    start_pair,
+)
 from tests.service import run_app
 
 NAMES = ("ha_takeover_p99_s", "ha_notifications_lost", "ha_notifications_duplicated")

@@ -120,9 +120,9 @@ def failovers(args: argparse.Namespace, pair: tuple[UpProcess, UpProcess], deliv
             leader.signal(signal.SIGCONT)
         else:
             leader.start()
-        wait_until(lambda: leader.role() == "follower", 90, f"failover {i + 1}: the old leader to follow")
+        wait_until(lambda old=leader: old.role() == "follower", 90, f"failover {i + 1}: the old leader to follow")
         before = len(deliveries.ids())
-        wait_until(lambda: len(deliveries.ids()) > before, 60, f"failover {i + 1}: notifications from the new leader")
+        wait_until(lambda n=before: len(deliveries.ids()) > n, 60, f"failover {i + 1}: notifications from the new leader")
     return took
 
 

@@ -4,6 +4,7 @@ benchmarks/ha_bench.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,13 +13,14 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 from fastapi import FastAPI, Request
 
-from tests.service import free_port, wait_http
+from tests.service import free_port, run_app, wait_http
 
 RULES = """
 groups:
@@ -160,6 +162,23 @@ def start_pair(tmp: Path, pg_url: str, vm_url: str, hook_url: str, **timing: int
     return procs[0], procs[1]
 
 
+@contextlib.contextmanager
+def running_pair(tmp: Path, pg_url: str, vm_url: str, probes: int, **timing: int
+                 ) -> Iterator[tuple[Deliveries, UpProcess, UpProcess]]:
+    """A receiver, ``probes`` firing alerts' series in the engine and a pair started at once;
+    yields (deliveries, leader, follower) and stops both processes after."""
+    deliveries = Deliveries()
+    push_probe(vm_url, probes, int(time.time() * 1000))
+    with run_app(receiver_app(deliveries)) as hook:
+        pair = start_pair(tmp, pg_url, vm_url, f"{hook}/hook", **timing)
+        try:
+            leader = leader_of(pair)
+            yield deliveries, leader, pair[1] if leader is pair[0] else pair[0]
+        finally:
+            for proc in pair:
+                proc.stop()
+
+
 def leader_of(pair: tuple[UpProcess, UpProcess], timeout_s: float = 30) -> UpProcess:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -180,3 +199,77 @@ def outbox_ids(pg_url: str) -> dict[str, str]:
             return {r.id: r.state for r in conn.execute(sa.text("SELECT id, state FROM notify_outbox"))}
     finally:
         engine.dispose()
+
+
+class CuttableProxy:
+    """A TCP proxy on loopback to ``target`` whose connections can be cut (a network partition
+    between one process and the database)."""
+
+    def __init__(self, target_port: int) -> None:
+        import socket
+
+        self.target_port = target_port
+        self.server = socket.socket()
+        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(64)
+        self.port = self.server.getsockname()[1]
+        self.open = threading.Event()
+        self.open.set()
+        self._conns: list[object] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            if not self.open.is_set():
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: object, dst: object) -> None:
+        try:
+            while data := src.recv(65536):  # type: ignore[attr-defined]
+                dst.sendall(data)  # type: ignore[attr-defined]
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.close()  # type: ignore[attr-defined]
+                except OSError:
+                    pass
+
+    def cut(self) -> None:
+        import socket
+
+        self.open.clear()
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)  # type: ignore[attr-defined]
+            except OSError:
+                pass
+
+    def restore(self) -> None:
+        self.open.set()
+
+    def close(self) -> None:
+        self.cut()
+        self.server.close()

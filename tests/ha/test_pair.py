@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.dashboard.browser import available as browser_available
 from tests.dashboard.browser import chrome, wait_for
@@ -20,11 +21,10 @@ from tests.engines import VictoriaMetrics, needs_vm, wait_until
 from tests.ha.pair_harness import (
     Deliveries,
     UpProcess,
-    leader_of,
     outbox_ids,
     push_probe,
     receiver_app,
-    start_pair,
+    running_pair,
 )
 from tests.service import run_app
 
@@ -45,6 +45,11 @@ def _active_at(proc: UpProcess, alertname: str) -> dict[str, str]:
     return {a["labels"]["n"]: a["activeAt"] for a in alerts if a["labels"]["alertname"] == alertname}
 
 
+def _text(driver: WebDriver, element_id: str) -> str:
+    found = driver.find_elements(By.ID, element_id)
+    return found[0].text if found else ""
+
+
 def _wait_all_sent(pg_url: str, deliveries: Deliveries, timeout_s: float) -> dict[str, str]:
     def drained() -> bool:
         rows = outbox_ids(pg_url)
@@ -55,34 +60,25 @@ def _wait_all_sent(pg_url: str, deliveries: Deliveries, timeout_s: float) -> dic
 
 def test_kill_9_of_the_leader_hands_over_without_losing_or_repeating_a_notification(
         tmp_path: Path, pg_url: str, engine: VictoriaMetrics) -> None:
-    deliveries = Deliveries()
-    push_probe(engine.url, 3, int(time.time() * 1000))
-    with run_app(receiver_app(deliveries)) as hook:
-        a, b = start_pair(tmp_path, pg_url, engine.url, f"{hook}/hook", interval_s=INTERVAL_S, lease_s=2)
-        try:
-            leader = leader_of((a, b))
-            follower = b if leader is a else a
-            wait_until(lambda: len(_active_at(leader, "HaProbePending")) == 3, 30, "three pending alerts")
-            wait_until(lambda: len(deliveries.ids()) >= 6, 30, "notifications of the firing alerts")
-            pending_before = _active_at(leader, "HaProbePending")
-            assert _active_at(follower, "HaProbePending") == pending_before  # the follower shows the stored state
-            push_probe(engine.url, 3, int(time.time() * 1000))
-            killed = time.monotonic()
-            leader.kill()
-            wait_until(lambda: follower.role() == "leader", 2 * INTERVAL_S + 1, "the follower to take over")
-            took = time.monotonic() - killed
-            assert took <= 2 * INTERVAL_S, f"takeover took {took:.2f} s"
-            # the pending alerts keep their `for` start: not re-pending from now
-            assert _active_at(follower, "HaProbePending") == pending_before
-            sent_before = len(deliveries.ids())
-            wait_until(lambda: len(deliveries.ids()) >= sent_before + 3, 60, "repeat notifications from the new leader")
-            # the killed one comes back as the follower
-            leader.start()
-            wait_until(lambda: leader.role() == "follower", 30, "the restarted process to follow")
-            rows = _wait_all_sent(pg_url, deliveries, 90)
-        finally:
-            a.stop()
-            b.stop()
+    with running_pair(tmp_path, pg_url, engine.url, 3, interval_s=INTERVAL_S, lease_s=2) as (deliveries, leader, follower):
+        wait_until(lambda: len(_active_at(leader, "HaProbePending")) == 3, 30, "three pending alerts")
+        wait_until(lambda: len(deliveries.ids()) >= 6, 30, "notifications of the firing alerts")
+        pending_before = _active_at(leader, "HaProbePending")
+        assert _active_at(follower, "HaProbePending") == pending_before  # the follower shows the stored state
+        push_probe(engine.url, 3, int(time.time() * 1000))
+        killed = time.monotonic()
+        leader.kill()
+        wait_until(lambda: follower.role() == "leader", 2 * INTERVAL_S + 1, "the follower to take over")
+        took = time.monotonic() - killed
+        assert took <= 2 * INTERVAL_S, f"takeover took {took:.2f} s"
+        # the pending alerts keep their `for` start: not re-pending from now
+        assert _active_at(follower, "HaProbePending") == pending_before
+        sent_before = len(deliveries.ids())
+        wait_until(lambda: len(deliveries.ids()) >= sent_before + 3, 60, "repeat notifications from the new leader")
+        # the killed one comes back as the follower
+        leader.start()
+        wait_until(lambda: leader.role() == "follower", 30, "the restarted process to follow")
+        rows = _wait_all_sent(pg_url, deliveries, 90)
     got = deliveries.ids()
     assert set(rows) == set(got), "every delivery is an enqueued notification and every one was delivered"
     assert max(got.values()) == 1, f"delivered twice: {[k for k, n in got.items() if n > 1]}"
@@ -90,70 +86,52 @@ def test_kill_9_of_the_leader_hands_over_without_losing_or_repeating_a_notificat
 
 def test_a_paused_leader_stands_down_on_resume_without_sending(
         tmp_path: Path, pg_url: str, engine: VictoriaMetrics) -> None:
-    deliveries = Deliveries()
-    push_probe(engine.url, 2, int(time.time() * 1000))
-    with run_app(receiver_app(deliveries)) as hook:
-        a, b = start_pair(tmp_path, pg_url, engine.url, f"{hook}/hook", interval_s=INTERVAL_S, lease_s=2)
-        try:
-            leader = leader_of((a, b))
-            follower = b if leader is a else a
-            wait_until(lambda: len(deliveries.ids()) >= 2, 30, "first notifications")
-            leader.signal(signal.SIGSTOP)
-            wait_until(lambda: follower.role() == "leader", 3 * INTERVAL_S + 5, "the follower to take over")
-            time.sleep(2)
-            before = outbox_ids(pg_url)
-            leader.signal(signal.SIGCONT)
-            wait_until(lambda: leader.role() == "follower", 10, "the resumed process to stand down")
-            assert follower.role() == "leader"
-            log = leader.log.read_text()
-            assert "lost the lead" in log
-            time.sleep(2 * INTERVAL_S)
-            rows = _wait_all_sent(pg_url, deliveries, 90)
-            metrics = httpx.get(f"{leader.base}/metrics", timeout=5).text
-            assert f'infermeter_ha_leader{{holder="{leader.name}"}} 0.0' in metrics
-        finally:
-            a.stop()
-            b.stop()
+    with running_pair(tmp_path, pg_url, engine.url, 2, interval_s=INTERVAL_S, lease_s=2) as (deliveries, leader, follower):
+        wait_until(lambda: len(deliveries.ids()) >= 2, 30, "first notifications")
+        leader.signal(signal.SIGSTOP)
+        wait_until(lambda: follower.role() == "leader", 3 * INTERVAL_S + 5, "the follower to take over")
+        time.sleep(2)
+        before = outbox_ids(pg_url)
+        leader.signal(signal.SIGCONT)
+        wait_until(lambda: leader.role() == "follower", 10, "the resumed process to stand down")
+        assert follower.role() == "leader"
+        assert "lost the lead" in leader.log.read_text()
+        time.sleep(2 * INTERVAL_S)
+        rows = _wait_all_sent(pg_url, deliveries, 90)
+        metrics = httpx.get(f"{leader.base}/metrics", timeout=5).text
+        assert f'infermeter_ha_leader{{holder="{leader.name}"}} 0.0' in metrics
     got = deliveries.ids()
     assert max(got.values()) == 1, f"delivered twice: {[k for k, n in got.items() if n > 1]}"
     assert set(rows) == set(got) and set(before) <= set(rows)
 
 
 def test_both_started_at_once_exactly_one_leads(tmp_path: Path, pg_url: str, engine: VictoriaMetrics) -> None:
-    deliveries = Deliveries()
-    with run_app(receiver_app(deliveries)) as hook:
-        a, b = start_pair(tmp_path, pg_url, engine.url, f"{hook}/hook", interval_s=INTERVAL_S, lease_s=2)
-        try:
-            leader = leader_of((a, b))
-            for _ in range(10):  # and it stays that way
-                assert sorted(p.role() for p in (a, b)) == ["follower", "leader"]
-                time.sleep(0.3)
-            page = httpx.get(f"{leader.base}/metrics", timeout=5).text
-            assert f'infermeter_ha_leader{{holder="{leader.name}"}} 1.0' in page
-            other = b if leader is a else a
-            if browser_available():  # the dashboard header says which one this is
-                driver = chrome()
-                try:
-                    for proc, word in ((leader, "HA leader"), (other, "HA follower")):
-                        driver.get(f"{proc.base}/dashboard/")
-                        wait_for(lambda w=word: w in driver.find_element(By.ID, "dash-role").text, 30)  # type: ignore[misc]
-                finally:
-                    driver.quit()
-            # a silence set through the follower mutes on the leader (both read it from the database)
-            ends = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
-            made = httpx.post(f"{other.base}/api/v1/silences", timeout=5, json={
-                "matchers": [{"name": "alertname", "value": "HaProbeFiring", "isRegex": False, "isEqual": True}],
-                "endsAt": ends, "createdBy": "test", "comment": "set on the follower"}).json()["silenceID"]
-            wait_until(lambda: made in {s["id"] for s in httpx.get(f"{leader.base}/api/v1/silences", timeout=5).json()},
-                       5, "the leader to see the follower's silence")
-            # a clean stop hands the lead over at once (the lease is released)
-            stopped = time.monotonic()
-            leader.stop()
-            wait_until(lambda: other.role() == "leader", 5, "the other process to lead")
-            assert time.monotonic() - stopped < 5
-        finally:
-            a.stop()
-            b.stop()
+    with running_pair(tmp_path, pg_url, engine.url, 1, interval_s=INTERVAL_S, lease_s=2) as (_, leader, other):
+        for _ in range(10):  # and it stays that way
+            assert (leader.role(), other.role()) == ("leader", "follower")
+            time.sleep(0.3)
+        page = httpx.get(f"{leader.base}/metrics", timeout=5).text
+        assert f'infermeter_ha_leader{{holder="{leader.name}"}} 1.0' in page
+        if browser_available():  # the dashboard header says which one this is
+            driver = chrome()
+            try:
+                for proc, word in ((leader, "HA leader"), (other, "HA follower")):
+                    driver.get(f"{proc.base}/dashboard/")
+                    wait_for(lambda w=word: w in _text(driver, "dash-role"), 30)  # type: ignore[misc]
+            finally:
+                driver.quit()
+        # a silence set through the follower mutes on the leader (both read it from the database)
+        ends = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+        made = httpx.post(f"{other.base}/api/v1/silences", timeout=5, json={
+            "matchers": [{"name": "alertname", "value": "HaProbeFiring", "isRegex": False, "isEqual": True}],
+            "endsAt": ends, "createdBy": "test", "comment": "set on the follower"}).json()["silenceID"]
+        wait_until(lambda: made in {s["id"] for s in httpx.get(f"{leader.base}/api/v1/silences", timeout=5).json()},
+                   5, "the leader to see the follower's silence")
+        # a clean stop hands the lead over at once (the lease is released)
+        stopped = time.monotonic()
+        leader.stop()
+        wait_until(lambda: other.role() == "leader", 5, "the other process to lead")
+        assert time.monotonic() - stopped < 5
 
 
 def test_a_pair_refuses_what_it_cannot_share(tmp_path: Path) -> None:
@@ -167,3 +145,43 @@ def test_a_pair_refuses_what_it_cannot_share(tmp_path: Path) -> None:
                           text=True, timeout=60)
     assert done.returncode != 0
     assert "ha.enabled needs a PostgreSQL store.url" in done.stdout + done.stderr
+
+
+def test_a_leader_cut_off_from_the_database_stops_and_the_other_takes_over(
+        tmp_path: Path, pg_url: str, engine: VictoriaMetrics) -> None:
+    from sqlalchemy.engine import make_url
+
+    from tests.ha.pair_harness import CuttableProxy, pair_config
+    from tests.service import free_port
+
+    deliveries = Deliveries()
+    push_probe(engine.url, 2, int(time.time() * 1000))
+    parsed = make_url(pg_url)
+    proxy = CuttableProxy(parsed.port or 5432)
+    via_proxy = parsed.set(port=proxy.port).render_as_string(hide_password=False)
+    with run_app(receiver_app(deliveries)) as hook:
+        port_a, port_b = free_port(), free_port()
+        a = UpProcess(tmp_path, "a", pair_config(tmp_path, "a", via_proxy, engine.url, f"{hook}/hook", port_a), port_a)
+        b = UpProcess(tmp_path, "b", pair_config(tmp_path, "b", pg_url, engine.url, f"{hook}/hook", port_b), port_b)
+        try:
+            a.start()
+            wait_until(lambda: a.role() == "leader", 30, "a to lead alone")
+            b.start()
+            wait_until(lambda: b.role() == "follower", 30, "b to follow")
+            wait_until(lambda: len(deliveries.ids()) >= 2, 30, "first notifications")
+            proxy.cut()
+            cut = time.monotonic()
+            wait_until(lambda: a.role() == "follower", 2 * INTERVAL_S, "a to stop leading without the database")
+            wait_until(lambda: b.role() == "leader", 2 * INTERVAL_S + 1, "b to take over")
+            assert time.monotonic() - cut <= 2 * INTERVAL_S + 1
+            time.sleep(2 * INTERVAL_S)
+            proxy.restore()
+            time.sleep(2 * INTERVAL_S)  # a is back on the database: it stays the follower
+            assert (a.role(), b.role()) == ("follower", "leader")
+            rows = _wait_all_sent(pg_url, deliveries, 90)
+        finally:
+            a.stop()
+            b.stop()
+            proxy.close()
+    got = deliveries.ids()
+    assert max(got.values()) == 1 and set(rows) == set(got)

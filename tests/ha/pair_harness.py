@@ -189,6 +189,26 @@ def leader_of(pair: tuple[UpProcess, UpProcess], timeout_s: float = 30) -> UpPro
     raise AssertionError(f"no single leader within {timeout_s} s: {[p.role() for p in pair]}")
 
 
+def account(rows: dict[str, str], got: Counter[str]) -> tuple[int, int, int]:
+    """(lost, duplicated, still pending) of the notifications ``rows`` (the outbox, read after
+    both processes stopped) against ``got`` (what the receiver counted). Quiet the alerts
+    (:func:`quiet`) and drain before stopping, so that a pending row means one not delivered."""
+    sent = {i for i, state in rows.items() if state == "sent"}
+    pending = sum(1 for state in rows.values() if state == "pending")
+    lost = len(sent - set(got)) + sum(1 for state in rows.values() if state == "failed")
+    duplicated = sum(n - 1 for n in got.values() if n > 1) + len(set(got) - set(rows))
+    return lost, duplicated, pending
+
+
+def quiet(proc: UpProcess) -> None:
+    """Silence the probe alerts (through ``proc``'s API), so no new notification is made and the
+    outbox can drain to the last row before the pair stops."""
+    ends = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+    httpx.post(f"{proc.base}/api/v1/silences", timeout=10, json={
+        "matchers": [{"name": "alertname", "value": "HaProbe.*", "isRegex": True, "isEqual": True}],
+        "endsAt": ends, "createdBy": "ha test", "comment": "drain the outbox"}).raise_for_status()
+
+
 def outbox_ids(pg_url: str) -> dict[str, str]:
     """Every notification the pair enqueued: id -> state."""
     import sqlalchemy as sa

@@ -8,13 +8,14 @@ import math
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
-from re import error
+from typing import Any
 
 import numpy as np
 
 from promql.identity_memo import IdentityMemo
 from promql.lexer import ExprError
 from promql.vector import NAME, Labels, Vector, drop_name
+from store.regex import RegexError, compile_re2
 from store.types import Float64Array
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -66,8 +67,8 @@ def _set_label(labels: Labels, name: str, value: str) -> Labels:
 
 def label_replace(vec: Vector, dst: str, replacement: str, src: str, regex: str, pos: int) -> Vector:
     try:
-        pattern = re.compile(regex)
-    except re.error as exc:
+        pattern = compile_re2(regex)  # RE2, as Prometheus: linear time, no backreferences
+    except RegexError as exc:
         raise ExprError(f"invalid regular expression in label_replace(): {regex}: {exc}", pos) from None
     if not _LABEL_NAME.match(dst):
         raise ExprError(f"invalid destination label name in label_replace(): {dst}", pos)
@@ -102,7 +103,7 @@ def label_join(vec: Vector, dst: str, sep: str, srcs: list[str], pos: int) -> Ve
     return Vector(out, vec.values)
 
 
-def _expand(match: re.Match[str], replacement: str) -> str:
+def _expand(match: Any, replacement: str) -> str:
     """Go's regexp Expand: $1, ${1}, $name, ${name}; $$ is a dollar; a group that does not
     exist or did not take part expands to ""."""
     def one(m: re.Match[str]) -> str:
@@ -111,7 +112,7 @@ def _expand(match: re.Match[str], replacement: str) -> str:
         name = m.group(1) or m.group(2)
         try:
             value = match.group(int(name)) if name.isdigit() else match.group(name)
-        except (IndexError, error):
+        except IndexError:
             return ""
         return value or ""
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import numpy as np
 
 from store.backend import Backend
+from store.regex import RegexError, label_regex
 from store.types import Int64Array, SeriesKey
 
 MatchOp = Literal["=", "!=", "=~", "!~"]
@@ -30,8 +31,8 @@ class Matcher:
             raise ValueError(f"unknown matcher operator {self.op!r}")
         if self.op in ("=~", "!~"):
             try:
-                re.compile(self.value)
-            except re.error as exc:
+                label_regex(self.value)
+            except RegexError as exc:
                 raise ValueError(f"bad regular expression for label {self.label!r}: {exc}") from exc
 
     def matches(self, value: str) -> bool:
@@ -39,7 +40,7 @@ class Matcher:
             return value == self.value
         if self.op == "!=":
             return value != self.value
-        hit = _compiled(self.value).fullmatch(value) is not None
+        hit = label_regex(self.value).fullmatch(value)
         return hit if self.op == "=~" else not hit
 
     @classmethod
@@ -52,16 +53,6 @@ class Matcher:
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
             value = value[1:-1]
         return cls(found.group(1), found.group(2), value)  # type: ignore[arg-type]
-
-
-_regex_cache: dict[str, re.Pattern[str]] = {}
-
-
-def _compiled(pattern: str) -> re.Pattern[str]:
-    compiled = _regex_cache.get(pattern)
-    if compiled is None:
-        compiled = _regex_cache[pattern] = re.compile(pattern)
-    return compiled
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, cast
 
+from store.regex import LabelRegex, RegexError, label_regex
+
 MatchOp = Literal["=", "!=", "=~", "!~"]
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -23,15 +25,15 @@ class Matcher:
     name: str
     op: MatchOp
     value: str
-    _regex: re.Pattern[str] | None = field(default=None, compare=False, repr=False)
+    _regex: LabelRegex | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not _LABEL_NAME.match(self.name):
             raise ValueError(f"invalid label name {self.name!r}")
         if self.op in ("=~", "!~"):
             try:
-                compiled = re.compile(f"^(?:{self.value})$", re.DOTALL)
-            except re.error as exc:
+                compiled = label_regex(self.value, dot_nl=True)  # RE2: linear time, anchored
+            except RegexError as exc:
                 raise ValueError(f"invalid regular expression {self.value!r}: {exc}") from None
             object.__setattr__(self, "_regex", compiled)
 
@@ -46,7 +48,7 @@ class Matcher:
     def matches(self, labels: Mapping[str, str]) -> bool:
         value = labels.get(self.name, "")
         if self._regex is not None:
-            hit = self._regex.match(value) is not None
+            hit = self._regex.fullmatch(value)
         else:
             hit = value == self.value
         return hit if self.is_equal else not hit

@@ -8,7 +8,12 @@ server runs behind a2wsgi's WSGI-to-ASGI adapter, gzip, and the token gate of
 
 from __future__ import annotations
 
+import json
+from functools import partial
+
+import flask
 from a2wsgi import WSGIMiddleware
+from dash import Dash
 from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse
 from prometheus_client import CollectorRegistry
@@ -19,6 +24,28 @@ from dashboard.auth import TokenGate
 from dashboard.sources import RuntimeLike, dashboard_settings, sources_from_runtime
 
 PREFIX = "/dashboard"
+
+
+def _refuse_malformed_updates(dash_app: Dash) -> flask.Response | None:
+    """A callback request that is not one (no body, no ``output``, an output no callback has)
+    is a 400 naming the problem, not a 500 from inside Dash."""
+    request = flask.request
+    if request.method != "POST" or not request.path.endswith("/_dash-update-component"):
+        return None
+    body = request.get_json(silent=True)
+    problem = None
+    if not isinstance(body, dict):
+        problem = "the body is not a JSON object"
+    elif not isinstance(body.get("output"), str):
+        problem = "the body has no output (the callback's output id)"
+    elif body["output"] not in dash_app.callback_map:
+        problem = f"no callback has the output {body['output'][:200]!r}"
+    elif not isinstance(body.get("inputs", []), list) or not isinstance(body.get("state", []), list):
+        problem = "inputs and state must be lists"
+    if problem is None:
+        return None
+    return flask.Response(json.dumps({"status": "error", "errorType": "bad_data", "error": problem}), status=400,
+                          mimetype="application/json")
 
 
 def mount(app: FastAPI, runtime: RuntimeLike) -> None:
@@ -33,6 +60,7 @@ def mount(app: FastAPI, runtime: RuntimeLike) -> None:
         requests_prefix=f"{PREFIX}/",
         registry=registry if isinstance(registry, CollectorRegistry) else None,
     )
+    dash_app.server.before_request(partial(_refuse_malformed_updates, dash_app))
     served = GZipMiddleware(WSGIMiddleware(dash_app.server), minimum_size=1024, compresslevel=6)  # type: ignore[arg-type]
     app.mount(PREFIX, TokenGate(served, lambda: runtime.settings.server.api_token, PREFIX), name="dashboard")
     app.state.dashboard = dash_app  # for tests and benchmarks: the Flask routes, the callback map

@@ -39,15 +39,34 @@ from store.series_index import Matcher
 _COMPARE = ("==", "!=", ">", "<", ">=", "<=")
 
 
+MAX_DEPTH = 100  # brackets nested deeper are refused (about 10 Python frames a level; the limit is 1,000)
+
+
 def parse(text: str) -> Node:
     """Parse and type-check ``text``; raises :class:`ExprError` with the offending offset."""
-    parser = _Parser(tokenize(text))
-    node = parser.expr()
-    tok = parser.peek()
-    if tok.kind != "EOF":
-        raise ExprError(f"unexpected {tok.text!r} after the end of the expression", tok.pos)
-    check_types(node)
+    tokens = tokenize(text)
+    _check_depth(tokens)
+    parser = _Parser(tokens)
+    try:
+        node = parser.expr()
+        tok = parser.peek()
+        if tok.kind != "EOF":
+            raise ExprError(f"unexpected {tok.text!r} after the end of the expression", tok.pos)
+        check_types(node)
+    except RecursionError:  # nesting without brackets (a long chain of unary minus, say)
+        raise ExprError("expression nested too deeply", parser.peek().pos) from None
     return node
+
+
+def _check_depth(tokens: list[Token]) -> None:
+    depth = 0
+    for tok in tokens:
+        if tok.kind in ("LPAREN", "LBRACKET", "LBRACE"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ExprError(f"expression nested deeper than {MAX_DEPTH} brackets", tok.pos)
+        elif tok.kind in ("RPAREN", "RBRACKET", "RBRACE"):
+            depth -= 1
 
 
 class _Parser:

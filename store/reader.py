@@ -322,6 +322,8 @@ def stepped_quantile(
     grouped = range_of(RangeQuery(bucket_selector, start_ms, end_ms, step_ms, "increase", (*by, "le"), "sum"))
     groups: dict[tuple[str, ...], list[SeriesResult]] = {}
     for result in grouped:
+        if "le" not in result.labels:  # not a bucket series: ignored, as Prometheus's histogram_quantile does
+            continue
         groups.setdefault(tuple(result.labels.get(label, "") for label in by), []).append(result)
     out = []
     for values, members in sorted(groups.items()):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -30,6 +31,16 @@ from infermeter.api.deps import WriterDep, require_writer
 from infermeter.api.params import BadParam
 from infermeter.forecasting import ForecastJob
 from infermeter.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+def _route_name(request: Request) -> str:
+    """The route's path template (bounded label values), the dashboard's mount, or "unmatched"."""
+    route = request.scope.get("route")
+    if route is not None and hasattr(route, "path"):
+        return str(route.path)
+    return "/dashboard" if request.url.path.startswith("/dashboard") else "unmatched"
 
 
 def _on_sighup(runtime: Runtime) -> None:
@@ -67,9 +78,15 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
     @app.middleware("http")
     async def count_requests(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         started = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        name = getattr(route, "path", "unmatched")
+        try:
+            response = await call_next(request)
+        except Exception as exc:  # a bug answers a 500 that says where, and is counted like any answer
+            name = _route_name(request)
+            log.exception("%s %s failed", request.method, request.url.path)
+            response = JSONResponse({"status": "error", "errorType": "internal",
+                                     "error": f"internal error in {name}: {type(exc).__name__} (the service log has the "
+                                              "details)"}, status_code=500)
+        name = _route_name(request)
         runtime.api_metrics.requests.labels(name, str(response.status_code)).inc()
         runtime.api_metrics.latency.labels(name).observe(time.perf_counter() - started)
         return response

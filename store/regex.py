@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re2
 
-_MEMO_LIMIT = 65_536  # answers kept per expression; past it the memo starts over
+_MEMO_LIMIT = 65_536  # answers kept per expression; past it that memo starts over
+_MEMO_TOTAL = 1_000_000  # answers kept over all expressions; past it every memo starts over
 _CACHE_LIMIT = 4_096  # compiled expressions kept; past it the cache starts over
 
 
@@ -41,11 +42,21 @@ class LabelRegex:
             hit = self.compiled.fullmatch(value) is not None
             if len(self._memo) >= _MEMO_LIMIT:
                 self._memo.clear()
+            _kept[0] += 1
+            if _kept[0] > _MEMO_TOTAL:  # many expressions over many values: memory stays bounded
+                _forget_all()
             self._memo[value] = hit
         return hit
 
 
 _cache: dict[tuple[str, bool], LabelRegex] = {}
+_kept = [0]  # answers added to memos since they were last all cleared
+
+
+def _forget_all() -> None:
+    for regex in list(_cache.values()):
+        regex._memo.clear()
+    _kept[0] = 0
 
 
 def label_regex(pattern: str, *, dot_nl: bool = False) -> LabelRegex:

@@ -73,3 +73,14 @@ def test_an_evil_selector_answers_at_once_and_health_stays_responsive(service: s
     reply = httpx.get(f"{base}/api/v1/query", params={"query": r'gpu_util{host=~"(a)\\1"}', "time": str(T0 / 1000)})
     assert reply.status_code == 400 and reply.json()["errorType"] == "bad_data"
     assert "regular expression" in reply.json()["error"]
+
+
+def test_remembered_answers_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import store.regex as regex
+
+    monkeypatch.setattr(regex, "_MEMO_TOTAL", 100)
+    one, two = regex.label_regex("gpu-[0-9]+"), regex.label_regex("node-.*")
+    for i in range(80):
+        assert one.fullmatch(f"gpu-{i}") and not two.fullmatch(f"gpu-{i}")
+    assert len(one._memo) + len(two._memo) <= 100  # cleared on the way, answers still right
+    assert one.fullmatch("gpu-7") and not one.fullmatch("gpu-x")

@@ -155,6 +155,9 @@ class RetryConfig(_Model):
 class DeliveryConfig(_Model):
     workers: int = Field(4, ge=1, le=64, description="concurrent sends (at most one per integration)")
     poll_interval: DurationMs = Field(1_000, description="longest sleep of the loops between checks")
+    probe_interval: DurationMs = Field(
+        15_000, description="while a receiver fails, its oldest notification is tried this often whatever its backoff; "
+        "once it answers, everything queued for it goes at once (0: off)")
     keep_sent: DurationMs = Field(24 * 3_600_000, description="sent notifications are kept this long")
     keep_failed: DurationMs = Field(7 * 86_400_000, description="failed notifications are kept this long")
 

@@ -79,6 +79,10 @@ class Dispatcher:
         self._lock = threading.Lock()
         self._in_flight: dict[str, Future[None]] = {}
         self._paused_until: dict[str, int] = {}
+        # Integrations whose last attempt failed (retryably) -> when one of theirs was last tried:
+        # probed every probe_interval, so a recovered receiver is found within that, not after the
+        # oldest row's backoff (up to max_backoff).
+        self._failing: dict[str, int] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -110,14 +114,8 @@ class Dispatcher:
                 row = self._outbox.oldest_due(key, now)
             if row is None or integration is None:
                 continue
-            lease = now + int(integration.sink.timeout_s * 1000) + LEASE_MARGIN_MS
-            if not self._outbox.claim(row, lease, now):
-                continue
-            future = self._executor().submit(self._deliver, integration, row)
-            with self._lock:
-                self._in_flight[key] = future
-            future.add_done_callback(functools.partial(self._done, key))
-            started.append(future)
+            self._start(key, integration, row, now, started)
+        wake_at = min(wake_at, self._probe(now, started))
         if wait and started:
             wait_futures(started)
             with self._lock:  # done callbacks may still be on their way; settle them now
@@ -132,6 +130,43 @@ class Dispatcher:
         if upcoming is not None:
             wake_at = min(wake_at, upcoming)
         return max(0, wake_at - self._clock.now_ms())
+
+    def _start(self, key: str, integration: Integration, row: OutboxRow, now: int, started: list[Future[None]]) -> None:
+        lease = now + int(integration.sink.timeout_s * 1000) + LEASE_MARGIN_MS
+        if not self._outbox.claim(row, lease, now):
+            return
+        future = self._executor().submit(self._deliver, integration, row)
+        with self._lock:
+            self._in_flight[key] = future
+            if key in self._failing:
+                self._failing[key] = now
+        future.add_done_callback(functools.partial(self._done, key))
+        started.append(future)
+
+    def _probe(self, now: int, started: list[Future[None]]) -> int:
+        """Try the oldest row of each failing integration whose probe is due, backoff or not;
+        returns when the next probe is due."""
+        every = self._delivery.probe_interval
+        wake_at = now + self._delivery.poll_interval
+        if not every:
+            return wake_at
+        with self._lock:
+            failing = [(key, last) for key, last in self._failing.items()
+                       if key not in self._in_flight and self._paused_until.get(key, 0) <= now]
+        for key, last in failing:
+            if now - last < every:
+                wake_at = min(wake_at, last + every)
+                continue
+            integration = self._integrations.get(key)
+            row = self._outbox.oldest_pending(key)
+            if integration is None or row is None:
+                with self._lock:
+                    self._failing.pop(key, None)
+                continue
+            if row.next_attempt_ms > now:  # waiting on its backoff (or a claim's lease: claim() refuses that)
+                self._start(key, integration, row, now, started)
+            wake_at = min(wake_at, now + every)
+        return wake_at
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -165,11 +200,20 @@ class Dispatcher:
             self._outbox.mark_sent(row.id, now, result.status)
             self._metrics.sent.labels(key).inc()
             self._metrics.latency.labels(key).observe(max(0, now - row.created_ms) / 1000)
+            with self._lock:
+                recovered = self._failing.pop(key, None) is not None
+            if recovered:  # the receiver answers again: what waited on a backoff goes now
+                released = self._outbox.release_backoff(key, now)
+                if released:
+                    log.info("%s answers again: %d queued notifications sent now", key, released)
+                    self._wake.set()
             return
         error = result.detail or result.reason
         if not result.retryable:
             self._give_up(row, now, result.status, error, result.reason)
             return
+        with self._lock:
+            self._failing[key] = now
         with self._rng_lock:
             delay = backoff_ms(attempt, self._retry, self._rng)
         if result.retry_after_ms is not None:

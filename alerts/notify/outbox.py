@@ -67,6 +67,30 @@ class Outbox:
             found = conn.execute(query).mappings().first()
         return _row(found) if found is not None else None
 
+    def oldest_pending(self, integration: str) -> OutboxRow | None:
+        """The integration's oldest undelivered row, due or not (a probe of a failing receiver)."""
+        with self._engine.connect() as conn:
+            query = (
+                select(t)
+                .where(t.c.state == "pending", t.c.integration == integration)
+                .order_by(t.c.created_ms, t.c.id)
+                .limit(1)
+            )
+            found = conn.execute(query).mappings().first()
+        return _row(found) if found is not None else None
+
+    def release_backoff(self, integration: str, now_ms: int) -> int:
+        """Make every row of ``integration`` waiting on a backoff due now (its receiver answers
+        again); rows claimed by an attempt in flight keep their lease."""
+        with self._engine.begin() as conn:
+            done = conn.execute(
+                update(t)
+                .where(t.c.state == "pending", t.c.integration == integration, t.c.next_attempt_ms > now_ms,
+                       t.c.attempts > 0, t.c.last_error.is_not(None))
+                .values(next_attempt_ms=now_ms)
+            )
+        return int(done.rowcount or 0)
+
     def claim(self, row: OutboxRow, lease_until_ms: int, now_ms: int) -> bool:
         """Takes the attempt if nobody else did since ``row`` was read; counts the attempt."""
         with self._engine.begin() as conn:

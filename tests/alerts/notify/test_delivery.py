@@ -188,3 +188,32 @@ def test_unsigned_webhook_without_secret(make_notifier: NotifierFactory, clock: 
         assert json.loads(d.body)["receiver"] == "hook"
     finally:
         plain.stop()
+
+
+def test_a_recovered_receiver_gets_its_backlog_within_a_probe_interval_not_a_backoff(
+    make_notifier: NotifierFactory, clock: ManualClock, receiver: Receiver
+) -> None:
+    receiver.now_s = lambda: clock.now_ms() // 1000
+    receiver.script.extend([(503, {}, b"down")] * 3)  # then it answers 200: recovered
+    receiver.start()
+    n = make_notifier(config(receiver.url, retry={"initial_backoff": "10m", "max_backoff": "10m"},
+                             delivery={"probe_interval": "15s"}))
+    n.submit([alert("GpuHot", instance="a"), alert("GpuCold", instance="a"), alert("GpuIdle", instance="a")])
+    n.pipeline.tick()
+    clock.advance(30 * S)
+    n.pipeline.tick()
+    for _ in range(3):
+        n.dispatcher.poll(wait=True)
+    assert [d.answered for d in receiver.deliveries] == [503, 503, 503]
+    now = clock.now_ms()
+    waits = sorted(r.next_attempt_ms - now for r in n.outbox.rows(state="pending"))
+    assert len(waits) == 3 and waits[-1] > 60 * S  # their backoffs alone would keep them waiting minutes
+    clock.advance(14 * S)
+    n.dispatcher.poll(wait=True)
+    assert len(receiver.accepted()) == sum(1 for w in waits if w <= 14 * S)  # only what its own backoff allowed
+    clock.advance(1 * S)
+    for _ in range(4):  # the probe (the oldest row), then the released rest, one in flight at a time
+        n.dispatcher.poll(wait=True)
+    assert len(receiver.accepted()) == 3
+    assert {r.state for r in n.outbox.rows()} == {"sent"}
+    assert len({d.id for d in receiver.accepted()}) == 3  # each once

@@ -73,7 +73,7 @@ class Elector:
             log.debug("lease step failed: %s", self.last_error)
             return
         with self._lock:
-            if bool(new) != bool(self._token) or (new and new != self._token):
+            if new != self._token:  # took, lost, or (after a lapse) retook the lead
                 self._since_ms = self._wall_ms()
                 self.changes += 1
             self._token = new

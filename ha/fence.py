@@ -18,7 +18,7 @@ from sqlalchemy import Connection, Engine, event
 from sqlalchemy.sql.elements import TextClause
 
 from ha.elector import Elector
-from ha.lease import LeaseStore
+from ha.lease import LeaseInfo, LeaseStore
 
 # In a connection's info: the transaction that passed the check (the object, not a flag, so
 # a later transaction on the same pooled connection is checked again whatever happened).
@@ -49,7 +49,7 @@ class Fence:
             self.refused += 1
             raise NotLeader("this process is the follower of its HA pair: leader-only writes are refused")
         info = self.leases.read(conn, lock=True)
-        if info is None or info.holder != self.elector.holder or info.token != role.token or info.expired:
+        if not self._ours(info, role.token):
             self.refused += 1
             holder = f"{info.holder} (token {info.token})" if info is not None else "nobody"
             raise NotLeader(f"the lease is held by {holder}, not by this process (token {role.token}): write refused")
@@ -64,7 +64,10 @@ class Fence:
             info = self.leases.read()
         except Exception:
             return False
-        return info is not None and info.holder == self.elector.holder and info.token == role.token and not info.expired
+        return self._ours(info, role.token)
+
+    def _ours(self, info: LeaseInfo | None, token: int) -> bool:
+        return info is not None and info.holder == self.elector.holder and info.token == token and not info.expired
 
     def _before_execute(self, conn: Connection, clause: Any, *_: Any) -> None:
         if not _writes(clause):

@@ -7,29 +7,24 @@ down; nothing reads settings from a global.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from alerts.notify.config import NotifyConfig
 from alerts.scale_policy import ScalePolicy
 from alerts.thresholds import Thresholds
 from cost.prices import CostSettings
 from dashboard.settings import DashboardSettings
-from store.durations import parse_duration_ms
+from infermeter.settings_base import DurationMs, Strict, http_url
+from infermeter.settings_fleet import AgentSettings, HaSettings, RemoteEngineSettings
 from store.options import StoreOptions
 from store.types import LABEL_NAME_RE
 from worker.config import WorkerConfig
 
-DurationMs = Annotated[int, BeforeValidator(parse_duration_ms)]
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ServerSettings(_Strict):
+class ServerSettings(Strict):
     host: str = Field("127.0.0.1", description="address the HTTP API listens on (INFERMETER_HOST overrides it)")
     port: int = Field(8000, ge=1, le=65535, description="port of the HTTP API (INFERMETER_PORT overrides it)")
     max_body_bytes: int = Field(
@@ -44,7 +39,7 @@ class ServerSettings(_Strict):
     )
 
 
-class RetentionSettings(_Strict):
+class RetentionSettings(Strict):
     raw: DurationMs = Field(7 * 86_400_000, description="how long raw samples are kept")
     rollup_1m: DurationMs = Field(35 * 86_400_000, alias="1m", description="how long 1-minute rollups are kept")
     rollup_1h: DurationMs = Field(400 * 86_400_000, alias="1h", description="how long 1-hour rollups are kept")
@@ -52,46 +47,7 @@ class RetentionSettings(_Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
-def _http_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"{url!r} is not an http(s) URL with a host")
-    return url
-
-
-class RemoteEngineSettings(_Strict):
-    """A Prometheus-compatible engine holding the samples (``store.backend: remote``)."""
-
-    write_url: str = Field(
-        "", description="its remote-write endpoint: http://vm:8428/api/v1/write, "
-        "http://vminsert:8480/insert/0/prometheus/api/v1/write, http://mimir:8080/api/v1/push",
-    )
-    query_url: str = Field(
-        "", description="the root its Prometheus API is served under (/api/v1/query is appended): http://vm:8428, "
-        "http://vmselect:8481/select/0/prometheus, http://mimir:8080/prometheus",
-    )
-    headers: dict[str, str] = Field(
-        default_factory=dict, description="sent with every write and query (X-Scope-OrgID, Authorization)"
-    )
-    timeout: DurationMs = Field(30_000, description="one request's time limit")
-    external_labels: dict[str, str] = Field(
-        default_factory=dict, description="labels added to every series this process writes that lacks them (cluster)"
-    )
-    queue_dir: str = Field("./data/remote-queue", description="the durable queue of samples not yet acknowledged")
-    flush_interval: DurationMs = Field(
-        1000, description="how long a queued batch waits for others to go with it in one request (0: send at once)"
-    )
-    max_queue_bytes: int = Field(
-        512 * 1024 * 1024, ge=1024 * 1024, description="past this the oldest queued data is dropped, and counted"
-    )
-
-    @field_validator("write_url", "query_url")
-    @classmethod
-    def _http(cls, url: str) -> str:
-        return _http_url(url) if url else url
-
-
-class StoreSettings(_Strict):
+class StoreSettings(Strict):
     backend: Literal["embedded", "remote"] = Field(
         "embedded", description="embedded: samples in the database at url; remote: samples in the engine at "
         "store.remote (url then holds only alerts, outbox, prices, ledger and forecasts)",
@@ -169,7 +125,7 @@ class StoreSettings(_Strict):
         )
 
 
-class TargetSettings(_Strict):
+class TargetSettings(Strict):
     """One job: the same scrape settings for one or more URLs of /metrics endpoints."""
 
     job: str = Field(min_length=1, description="the job label of every series scraped from these URLs")
@@ -206,11 +162,7 @@ class TargetSettings(_Strict):
     @field_validator("urls")
     @classmethod
     def _http_urls(cls, urls: list[str]) -> list[str]:
-        for url in urls:
-            parsed = urlsplit(url)
-            if parsed.scheme not in ("http", "https") or not parsed.netloc:
-                raise ValueError(f"{url!r} is not an http(s) URL with a host")
-        return urls
+        return [http_url(url) for url in urls]
 
     @field_validator("labels")
     @classmethod
@@ -221,7 +173,7 @@ class TargetSettings(_Strict):
         return labels
 
 
-class ScrapeSettings(_Strict):
+class ScrapeSettings(Strict):
     interval: DurationMs = Field(15_000, description="default scrape interval of every target")
     timeout: DurationMs = Field(10_000, description="default scrape timeout of every target")
     body_limit: int = Field(
@@ -249,7 +201,7 @@ class ScrapeSettings(_Strict):
         return self
 
 
-class NcclSettings(_Strict):
+class NcclSettings(Strict):
     """NCCL logs, PyTorch watchdog messages, Inspector output and nccl-tests results to follow."""
 
     paths: list[str] = Field(
@@ -263,7 +215,7 @@ class NcclSettings(_Strict):
     interval: DurationMs = Field(15_000, description="how often the files are read")
 
 
-class GpuSettings(_Strict):
+class GpuSettings(Strict):
     """Local GPUs through NVML. ``auto``: collect when NVML loads, else the target reports up=0
     (once logged) and everything else carries on; ``off``: no GPU target."""
 
@@ -282,7 +234,7 @@ class GpuSettings(_Strict):
     )
 
 
-class TelemetrySettings(_Strict):
+class TelemetrySettings(Strict):
     """OpenTelemetry metrics and traces of the service itself over OTLP/HTTP; off without an endpoint."""
 
     otlp_endpoint: str | None = Field(None, description="OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318; null: off")
@@ -290,11 +242,11 @@ class TelemetrySettings(_Strict):
     service_name: str = Field("infermeter", description="service.name of the exported telemetry")
 
 
-class LoggingSettings(_Strict):
+class LoggingSettings(Strict):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="the lowest level logged")
 
 
-class AlertSettings(_Strict):
+class AlertSettings(Strict):
     rule_files: list[str] = Field(
         default_factory=list,
         description="Prometheus-shaped rule files; relative paths are read from the config file's folder "
@@ -309,54 +261,7 @@ class AlertSettings(_Strict):
     scaling: ScalePolicy = Field(ScalePolicy(), description="scale-out/in recommendations")
 
 
-class RemoteWriteSettings(_Strict):
-    url: str = Field(min_length=1, description="a Prometheus remote-write 1.0 receiver, e.g. http://vm:8428/api/v1/write "
-                     "or an infermeter up's http://host:8000/api/v1/write")
-    headers: dict[str, str] = Field(default_factory=dict, description="extra request headers (tenant, Authorization)")
-    timeout: DurationMs = Field(30_000, description="one request's time limit")
-
-    @field_validator("url")
-    @classmethod
-    def _http(cls, url: str) -> str:
-        return _http_url(url)
-
-
-class AgentSettings(_Strict):
-    """`infermeter agent`: the collectors of this node, shipped by remote write (no store)."""
-
-    remote_write: list[RemoteWriteSettings] = Field(
-        default_factory=list, description="receivers; each gets its own durable queue"
-    )
-    external_labels: dict[str, str] = Field(
-        default_factory=dict,
-        description="labels added to every series that lacks them, e.g. cluster; node defaults to the hostname",
-    )
-    queue_dir: str = Field("./data/agent-queue", description="where the durable queues live (one folder per receiver)")
-    flush_interval: DurationMs = Field(
-        1000, description="how long a queued scrape waits for others to go with it in one request (0: send at once)"
-    )
-    max_queue_bytes: int = Field(
-        512 * 1024 * 1024, ge=1024 * 1024,
-        description="per receiver: past this the oldest queued data is dropped, and counted",
-    )
-    host: str = Field("127.0.0.1", description="address of the agent's own /health and /metrics")
-    port: int = Field(9109, ge=1, le=65535, description="port of the agent's own /health and /metrics")
-
-
-class HaSettings(_Strict):
-    """An active/standby pair: two `up` processes on one PostgreSQL (store.url) and one remote
-    samples engine (store.backend: remote); one leads (rules, ledger, forecasts, scraping,
-    notifications), the other serves the API and dashboard and takes over when it goes."""
-
-    enabled: bool = Field(False, description="take part in a pair (needs a PostgreSQL store.url and store.backend: remote)")
-    lease_duration: DurationMs = Field(
-        10_000, description="how long the leader's lease lasts unrenewed; the follower leads at most 1.25 x this after "
-        "the leader's last renewal (keep 1.25 x this within two alerts.evaluation_interval)")
-    name: str = Field("infermeter", min_length=1, description="the pair's lease name (several pairs may share a database)")
-    holder: str = Field("", description="this process's name in the lease; empty: <hostname>:<pid>")
-
-
-class QuerySettings(_Strict):
+class QuerySettings(Strict):
     """PromQL queries over the HTTP API (/api/v1/query, query_range), as Prometheus's flags."""
 
     lookback_delta: DurationMs = Field(
@@ -368,7 +273,7 @@ class QuerySettings(_Strict):
     )
 
 
-class Settings(_Strict):
+class Settings(Strict):
     server: ServerSettings = Field(ServerSettings(), description="the HTTP API")
     query: QuerySettings = Field(QuerySettings(), description=QuerySettings.__doc__)
     agent: AgentSettings = Field(AgentSettings(), description=AgentSettings.__doc__)

@@ -15,7 +15,7 @@ import numpy as np
 from promql.identity_memo import IdentityMemo
 from promql.lexer import ExprError
 from promql.vector import NAME, Labels, Vector, drop_name
-from store.regex import RegexError, compile_re2
+from store.regex import RegexError, label_regex
 from store.types import Float64Array
 
 _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
@@ -67,7 +67,8 @@ def _set_label(labels: Labels, name: str, value: str) -> Labels:
 
 def label_replace(vec: Vector, dst: str, replacement: str, src: str, regex: str, pos: int) -> Vector:
     try:
-        pattern = compile_re2(regex)  # RE2, as Prometheus: linear time, no backreferences
+        # RE2, as Prometheus: linear time, no backreferences; compiled once per pattern, not per step
+        pattern = label_regex(regex).compiled
     except RegexError as exc:
         raise ExprError(f"invalid regular expression in label_replace(): {regex}: {exc}", pos) from None
     if not _LABEL_NAME.match(dst):

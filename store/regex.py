@@ -69,9 +69,3 @@ def label_regex(pattern: str, *, dot_nl: bool = False) -> LabelRegex:
             _cache.clear()
         _cache[(pattern, dot_nl)] = found
     return found
-
-
-def compile_re2(pattern: str) -> re2._Regexp:
-    """A compiled RE2 expression (unanchored, for callers that need match groups, such as
-    ``label_replace``); raises RegexError."""
-    return LabelRegex(pattern).compiled

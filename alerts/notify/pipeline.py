@@ -25,7 +25,6 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 
@@ -34,76 +33,21 @@ from alerts.notify import state
 from alerts.notify.config import NotifyConfig
 from alerts.notify.dedup import LogEntry, decide, reported_resolved
 from alerts.notify.dispatcher import Waiter, event_wait
+from alerts.notify.groups import Group, GroupId, Held, Mutes, Plan, notification_order, same_news
 from alerts.notify.inhibit import Inhibitor, InhibitRule
 from alerts.notify.integrations import Integration
 from alerts.notify.metrics import NotifyMetrics
 from alerts.notify.outbox import Outbox, OutboxRow
 from alerts.notify.payloads import Notification
-from alerts.notify.routing import Route, compile_routes
+from alerts.notify.routing import compile_routes
 from alerts.notify.silences import SilenceStore
 from ha.role import ALONE, Leadership
 from store.clock import Clock
 
 log = logging.getLogger(__name__)
 
-GroupId = tuple[str, str]  # (route id, group key)
 GC_EVERY_MS = 60_000
 GAUGES_EVERY_MS = 15_000
-
-
-@dataclass
-class _Held:
-    alert: Alert
-    last_seen_ms: int
-    groups: set[GroupId] = field(default_factory=set)
-
-
-@dataclass
-class _Group:
-    route: Route
-    key: str
-    labels: dict[str, str]
-    members: set[str] = field(default_factory=set)
-    next_flush_ms: int = 0
-    flushed: bool = False
-
-
-@dataclass
-class _Plan:
-    rows: list[OutboxRow] = field(default_factory=list)
-    log: list[tuple[str, str, LogEntry]] = field(default_factory=list)
-    flushed: list[tuple[_Group, set[str]]] = field(default_factory=list)  # group, resolved fps it drops
-
-
-class _Mutes:
-    """Silenced or inhibited, decided once per alert per tick."""
-
-    def __init__(self, silences: SilenceStore, inhibitor: Inhibitor, now_ms: int) -> None:
-        self._silences, self._inhibitor, self._now = silences, inhibitor, now_ms
-        self._cache: dict[str, str | None] = {}
-
-    def why(self, alert: Alert) -> str | None:
-        if alert.fingerprint not in self._cache:
-            reason = None
-            if self._silences.muted_by(alert.labels, self._now):
-                reason = "silenced"
-            elif self._inhibitor.muted(alert):
-                reason = "inhibited"
-            self._cache[alert.fingerprint] = reason
-        return self._cache[alert.fingerprint]
-
-
-def _same(a: Alert, b: Alert) -> bool:
-    """Equal for notification purposes (the sampled value alone changing is not news)."""
-    return (
-        a.status == b.status and a.starts_at_ms == b.starts_at_ms and a.ends_at_ms == b.ends_at_ms
-        and a.labels == b.labels and a.annotations == b.annotations and a.generator_url == b.generator_url
-    )
-
-
-def _order(a: Alert) -> tuple[str, str, int, tuple[tuple[str, str], ...]]:
-    """Alertmanager's order of alerts in a notification: job, instance, start, labels."""
-    return (a.labels.get("job", ""), a.labels.get("instance", ""), a.starts_at_ms, tuple(sorted(a.labels.items())))
 
 
 COALESCE_S = 0.1
@@ -143,8 +87,8 @@ class NotificationPipeline:
         self._lock = threading.Lock()  # guards _pending only: submit never waits for a tick
         self._tick_lock = threading.RLock()  # guards everything else
         self._pending: dict[str, Alert] = {}
-        self._held: dict[str, _Held] = {}
-        self._groups: dict[GroupId, _Group] = {}
+        self._held: dict[str, Held] = {}
+        self._groups: dict[GroupId, Group] = {}
         self._persisted: set[str] = set()  # fingerprints with a notify_alerts row
         self._dirty: set[str] = set()  # held alerts (or deletions) not yet written
         self._last_gc_ms = 0
@@ -166,7 +110,7 @@ class NotificationPipeline:
             now = self._clock.now_ms()
             for alert in state.load_alerts(self._engine):
                 self._persisted.add(alert.fingerprint)
-                held = _Held(alert, now)
+                held = Held(alert, now)
                 self._held[alert.fingerprint] = held
                 self._attach(held, now)
 
@@ -190,7 +134,7 @@ class NotificationPipeline:
             pending, self._pending = self._pending, {}
         self._ingest(pending, now)
         due = sorted((g for g in self._groups.values() if g.next_flush_ms <= now), key=lambda g: (g.next_flush_ms, g.key))
-        plan = _Plan()
+        plan = Plan()
         mutes = self._mutes(now) if due or now - self._last_gauges_ms >= GAUGES_EVERY_MS else None
         for group in due:
             assert mutes is not None
@@ -217,18 +161,18 @@ class NotificationPipeline:
                 if held is None:
                     continue  # nobody was told it fired
                 resolved = alert if alert.ends_at_ms is not None else dataclasses.replace(alert, ends_at_ms=now)
-                if not _same(held.alert, resolved):
+                if not same_news(held.alert, resolved):
                     held.alert = resolved
                     self._dirty.add(fp)
                 continue
             if held is None:
-                held = _Held(alert, now)
+                held = Held(alert, now)
                 self._held[fp] = held
                 self._attach(held, now)
                 self._dirty.add(fp)
                 continue
             held.last_seen_ms = now
-            if not _same(held.alert, alert):
+            if not same_news(held.alert, alert):
                 held.alert = alert
                 self._dirty.add(fp)
         timeout = self._config.resolve_timeout
@@ -237,13 +181,13 @@ class NotificationPipeline:
                 held.alert = dataclasses.replace(held.alert, status="resolved", ends_at_ms=held.last_seen_ms + timeout)
                 self._dirty.add(fp)
 
-    def _attach(self, held: _Held, now: int) -> None:
+    def _attach(self, held: Held, now: int) -> None:
         labels = held.alert.labels
         for route in self._root.match(labels):
             gid = (route.route_id, route.group_key(labels))
             group = self._groups.get(gid)
             if group is None:
-                group = _Group(route, gid[1], route.group_labels(labels), next_flush_ms=now + route.group_wait_ms)
+                group = Group(route, gid[1], route.group_labels(labels), next_flush_ms=now + route.group_wait_ms)
                 self._groups[gid] = group
             group.members.add(held.alert.fingerprint)
             held.groups.add(gid)
@@ -251,15 +195,15 @@ class NotificationPipeline:
             if not group.flushed and held.alert.starts_at_ms + route.group_wait_ms <= now:
                 group.next_flush_ms = min(group.next_flush_ms, now)
 
-    def _mutes(self, now: int) -> _Mutes:
+    def _mutes(self, now: int) -> Mutes:
         firing = (h.alert for h in self._held.values() if h.alert.status == "firing")
-        return _Mutes(self._silences, Inhibitor(self._rules, firing), now)
+        return Mutes(self._silences, Inhibitor(self._rules, firing), now)
 
-    def _plan_flush(self, group: _Group, now: int, mutes: _Mutes, into: _Plan) -> None:
-        plan = _Plan()  # merged into ``into`` only when the whole group is planned
+    def _plan_flush(self, group: Group, now: int, mutes: Mutes, into: Plan) -> None:
+        plan = Plan()  # merged into ``into`` only when the whole group is planned
         route = group.route
         alerts = [self._held[fp].alert for fp in group.members]
-        firing = sorted((a for a in alerts if a.status == "firing" and mutes.why(a) is None), key=_order)
+        firing = sorted((a for a in alerts if a.status == "firing" and mutes.why(a) is None), key=notification_order)
         resolved = {a.fingerprint: a for a in alerts if a.status == "resolved"}
         firing_fps = frozenset(a.fingerprint for a in firing)
         for integration in self._integrations.get(route.receiver, ()):
@@ -271,7 +215,7 @@ class NotificationPipeline:
             if not decision.notify:
                 continue
             told = reported_resolved(entry, set(resolved)) if integration.send_resolved else frozenset()
-            shown = firing + sorted((resolved[fp] for fp in told), key=_order)
+            shown = firing + sorted((resolved[fp] for fp in told), key=notification_order)
             if shown:
                 note = Notification(
                     integration.receiver, group.key, group.labels, shown,
@@ -288,7 +232,7 @@ class NotificationPipeline:
         into.log += plan.log
         into.flushed += plan.flushed
 
-    def _commit(self, plan: _Plan, now: int) -> None:
+    def _commit(self, plan: Plan, now: int) -> None:
         # Resolved alerts seen by a flush leave that group; with no group left, they go.
         leaving: dict[str, set[GroupId]] = {}
         for group, dropped in plan.flushed:
@@ -338,7 +282,7 @@ class NotificationPipeline:
                 due = min(due, held.last_seen_ms + timeout)
         return max(0, due - now)
 
-    def _update_gauges(self, mutes: _Mutes) -> None:
+    def _update_gauges(self, mutes: Mutes) -> None:
         counts = {"firing": 0, "resolved": 0, "silenced": 0, "inhibited": 0}
         for held in self._held.values():
             why = mutes.why(held.alert) if held.alert.status == "firing" else None

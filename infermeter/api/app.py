@@ -81,11 +81,10 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
         try:
             response = await call_next(request)
         except Exception as exc:  # a bug answers a 500 that says where, and is counted like any answer
-            name = _route_name(request)
             log.exception("%s %s failed", request.method, request.url.path)
             response = JSONResponse({"status": "error", "errorType": "internal",
-                                     "error": f"internal error in {name}: {type(exc).__name__} (the service log has the "
-                                              "details)"}, status_code=500)
+                                     "error": f"internal error in {_route_name(request)}: {type(exc).__name__} (the "
+                                              "service log has the details)"}, status_code=500)
         name = _route_name(request)
         runtime.api_metrics.requests.labels(name, str(response.status_code)).inc()
         runtime.api_metrics.latency.labels(name).observe(time.perf_counter() - started)

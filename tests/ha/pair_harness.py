@@ -209,6 +209,18 @@ def quiet(proc: UpProcess) -> None:
         "endsAt": ends, "createdBy": "ha test", "comment": "drain the outbox"}).raise_for_status()
 
 
+def wait_drained(pg_url: str, deliveries: Deliveries, timeout_s: float) -> dict[str, str]:
+    """Until every notification enqueued so far is sent and received; returns the outbox."""
+    from tests.engines import wait_until
+
+    def drained() -> bool:
+        rows = outbox_ids(pg_url)
+        return bool(rows) and all(state == "sent" for state in rows.values()) and set(rows) <= set(deliveries.ids())
+
+    wait_until(drained, timeout_s, "every enqueued notification sent and received")
+    return outbox_ids(pg_url)
+
+
 def outbox_ids(pg_url: str) -> dict[str, str]:
     """Every notification the pair enqueued: id -> state."""
     import sqlalchemy as sa

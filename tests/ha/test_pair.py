@@ -27,6 +27,7 @@ from tests.ha.pair_harness import (
     quiet,
     receiver_app,
     running_pair,
+    wait_drained,
 )
 from tests.service import run_app
 
@@ -60,14 +61,6 @@ def _assert_once(pg_url: str, deliveries: Deliveries) -> None:
     assert got, "nothing was delivered"
 
 
-def _wait_all_sent(pg_url: str, deliveries: Deliveries, timeout_s: float) -> dict[str, str]:
-    def drained() -> bool:
-        rows = outbox_ids(pg_url)
-        return bool(rows) and all(state == "sent" for state in rows.values()) and set(rows) <= set(deliveries.ids())
-    wait_until(drained, timeout_s, "every enqueued notification sent and received")
-    return outbox_ids(pg_url)
-
-
 def test_kill_9_of_the_leader_hands_over_without_losing_or_repeating_a_notification(
         tmp_path: Path, pg_url: str, engine: VictoriaMetrics) -> None:
     with running_pair(tmp_path, pg_url, engine.url, 3, interval_s=INTERVAL_S, lease_s=2) as (deliveries, leader, follower):
@@ -92,7 +85,7 @@ def test_kill_9_of_the_leader_hands_over_without_losing_or_repeating_a_notificat
         leader.start()
         wait_until(lambda: leader.role() == "follower", 30, "the restarted process to follow")
         quiet(follower)
-        _wait_all_sent(pg_url, deliveries, 90)
+        wait_drained(pg_url, deliveries, 90)
     _assert_once(pg_url, deliveries)
 
 
@@ -110,7 +103,7 @@ def test_a_paused_leader_stands_down_on_resume_without_sending(
         assert "lost the lead" in leader.log.read_text()
         time.sleep(2 * INTERVAL_S)
         quiet(follower)
-        rows = _wait_all_sent(pg_url, deliveries, 90)
+        rows = wait_drained(pg_url, deliveries, 90)
         assert set(before) <= set(rows)
         metrics = httpx.get(f"{leader.base}/metrics", timeout=5).text
         assert f'infermeter_ha_leader{{holder="{leader.name}"}} 0.0' in metrics
@@ -200,7 +193,7 @@ def test_a_leader_cut_off_from_the_database_stops_and_the_other_takes_over(
             time.sleep(2 * INTERVAL_S)  # a is back on the database: it stays the follower
             assert (a.role(), b.role()) == ("follower", "leader")
             quiet(b)
-            _wait_all_sent(pg_url, deliveries, 90)
+            wait_drained(pg_url, deliveries, 90)
         finally:
             a.stop()
             b.stop()

@@ -85,7 +85,6 @@ class Runtime:
     forecast: StoredForecasts | None = None
     # An HA pair (ha.enabled): who leads; alone, this process always does.
     pair: Pair | None = None
-    leadership: Leadership = ALONE
     _follow_task: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -229,6 +228,10 @@ class Runtime:
             problems["runtime"] = "not started"
         return problems
 
+    @property
+    def leadership(self) -> Leadership:
+        return self.pair.elector if self.pair is not None else ALONE
+
     def role(self) -> dict[str, object]:
         """This process's part: "leader" or "follower" of an HA pair, or "single"."""
         if self.pair is None:
@@ -291,7 +294,6 @@ def build_runtime(
     scrapes = ScrapeManager(appender_call(samples.store), clock, factories=source_factories(clock, nvml_module))
     registry, api_metrics = build_registry(samples.metrics, scrapes.statuses)
     pair = build_pair(settings, engine)
-    leadership: Leadership = pair.elector if pair is not None else ALONE
     leader_engine = pair.leader_engine if pair is not None else engine  # leader-only writes go here
     if pair is not None:
         registry.register(PairCollector(pair))
@@ -313,19 +315,18 @@ def build_runtime(
         scrapes=scrapes,
         telemetry=telemetry,
         pair=pair,
-        leadership=leadership,
     )
     if settings.worker.embedded:
         runtime.worker = EmbeddedWorker(settings.worker)
     # The notifier reads its outbox and groups from the database: built after the migration.
     runtime.notifier = Notifier(
-        settings.notify, leader_engine, clock, registry, random.Random(), leadership=leadership,
+        settings.notify, leader_engine, clock, registry, random.Random(), leadership=runtime.leadership,
         confirm=pair.fence.confirm if pair is not None else (lambda: True),
         silences_engine=engine if pair is not None else None,
     )
     runtime.alerting = build_alerting(
         settings, leader_engine, samples.store, runtime.reader, samples.source, clock, registry, config_path,
-        sink=runtime.notifier.submit, leadership=leadership,
+        sink=runtime.notifier.submit, leadership=runtime.leadership,
     )
     if runtime.alerting.forecasting is not None:
         runtime.forecast = StoredForecasts(runtime.alerting.forecasting.service)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 
 from tests.service import free_port, run_app, wait_http
 
@@ -58,6 +58,10 @@ def receiver_app(deliveries: Deliveries) -> FastAPI:
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    @app.get("/metrics")
+    async def metrics() -> Response:  # a central scrape target: only the leader scrapes it
+        return Response("central_probe 1\n", media_type="text/plain; version=0.0.4")
+
     @app.post("/hook")
     async def hook(request: Request) -> dict[str, str]:
         deliveries.add(request.headers["webhook-id"])
@@ -86,6 +90,8 @@ def pair_config(tmp: Path, name: str, pg_url: str, vm_url: str, hook_url: str, p
                              "queue_dir": str(tmp / f"{name}-queue"), "flush_interval": "200ms"}},
         "alerts": {"default_rules": False, "rule_files": [str(rules)], "evaluation_interval": f"{interval_s}s"},
         "ha": {"enabled": True, "lease_duration": f"{lease_s}s", "holder": name},
+        "scrape": {"interval": "1s", "timeout": "800ms",
+                   "targets": [{"job": "central", "urls": [hook_url.rsplit("/", 1)[0] + "/metrics"], "engine": "none"}]},
         "notify": {
             "route": {"receiver": "hook", "group_by": ["alertname", "n"], "group_wait": "0s",
                       "group_interval": "1s", "repeat_interval": f"{repeat_s}s"},
@@ -119,6 +125,11 @@ class UpProcess:
             wait_http(f"{self.base}/health", timeout_s, None)
         except AssertionError:
             raise AssertionError(f"{self.name} did not start:\n{self.log.read_text()[-3000:]}") from None
+
+    def scraped_targets(self) -> list[str]:
+        """URLs of the targets this process scrapes (its /api/v1/targets)."""
+        data = httpx.get(f"{self.base}/api/v1/targets", timeout=5).json()["data"]["activeTargets"]
+        return [t["scrapeUrl"] for t in data]
 
     def role(self) -> str:
         try:

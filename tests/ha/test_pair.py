@@ -117,6 +117,9 @@ def test_both_started_at_once_exactly_one_leads(tmp_path: Path, pg_url: str, eng
             time.sleep(0.3)
         page = httpx.get(f"{leader.base}/metrics", timeout=5).text
         assert f'infermeter_ha_leader{{holder="{leader.name}"}} 1.0' in page
+        # only the leader scrapes the central target
+        wait_until(lambda: len(leader.scraped_targets()) == 1, 5, "the leader to scrape the central target")
+        assert other.scraped_targets() == []
         if browser_available():  # the dashboard header says which one this is
             driver = chrome()
             try:
@@ -137,6 +140,7 @@ def test_both_started_at_once_exactly_one_leads(tmp_path: Path, pg_url: str, eng
         leader.stop()
         wait_until(lambda: other.role() == "leader", 5, "the other process to lead")
         assert time.monotonic() - stopped < 5
+        wait_until(lambda: len(other.scraped_targets()) == 1, 5, "the new leader to scrape the central target")
 
 
 def test_a_pair_refuses_what_it_cannot_share(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ COPY worker worker
 COPY infermeter infermeter
 COPY remote remote
 COPY ha ha
+COPY access access
 COPY migrations migrations
 RUN pip install ".${EXTRAS:+[$EXTRAS]}"
 

@@ -126,6 +126,10 @@ class PriceBook:
     """Lookups over the settings; every lookup is "the entry in effect at this time"."""
 
     def __init__(self, settings: CostSettings) -> None:
+        self.use(settings)
+
+    def use(self, settings: CostSettings) -> None:
+        """Switch to a changed book (prices edited through the API); later lookups see it."""
         self.settings = settings
         self._gpu = sorted(settings.gpu_prices, key=lambda p: p.from_ms)
         self._power = sorted(settings.electricity, key=lambda p: p.from_ms)

@@ -21,6 +21,8 @@ from dash import Dash, Input, Output, dcc, html
 from dash.exceptions import PreventUpdate
 from prometheus_client import CollectorRegistry
 
+from access.principal import Principal
+from dashboard.auth import signed_in
 from dashboard.pages import PAGES, Page
 from dashboard.panel import MODEL_ID, NODE_ID, RANGE_ID, REFRESH_ID, PanelContext, PanelMetrics, grid
 from dashboard.settings import DashboardSettings
@@ -55,6 +57,7 @@ def shell(settings: DashboardSettings, prefix: str, range_ms: int | None = None)
         dcc.Dropdown(id=MODEL_ID, options=[], multi=True, placeholder="all models", style={"minWidth": "200px"}),
         dcc.Dropdown(id=NODE_ID, options=[], multi=True, placeholder="all nodes", style={"minWidth": "200px"}),
         html.Span(id="dash-role", style={"fontSize": "12px", "whiteSpace": "nowrap"}),
+        html.Span(id="dash-user", style={"fontSize": "12px", "whiteSpace": "nowrap"}),
         html.Span(id="dash-updated", style={"color": "#777", "fontSize": "12px", "whiteSpace": "nowrap"}),
     ]
     header = html.Header(
@@ -142,17 +145,18 @@ def _register_shell(app: Dash, ctx: PanelContext, prefix: str) -> None:
 
     app.callback(Output(RANGE_ID, "value"), Input("_pages_location", "search"))(from_url)
 
-    def options(_n: object) -> tuple[list[dict[str, str]], list[dict[str, str]], str, str]:
+    def options(_n: object) -> tuple[list[dict[str, str]], list[dict[str, str]], str, str, str]:
         def read() -> tuple[list[str], list[str]]:
             return ctx.queries.models(), ctx.queries.nodes()
 
         models, nodes = ctx.run("filters", read, lambda _text: ([], []))
         now = datetime.fromtimestamp(ctx.sources.clock.now_ms() / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         return ([{"label": m, "value": m} for m in models], [{"label": n, "value": n} for n in nodes],
-                role_text(ctx.sources.role()), f"as of {now}")
+                role_text(ctx.sources.role()), user_text(signed_in()), f"as of {now}")
 
     app.callback(Output(MODEL_ID, "options"), Output(NODE_ID, "options"), Output("dash-role", "children"),
-                 Output("dash-updated", "children"), Input(REFRESH_ID, "n_intervals"))(options)
+                 Output("dash-user", "children"), Output("dash-updated", "children"),
+                 Input(REFRESH_ID, "n_intervals"))(options)
 
     def highlight(pathname: str | None) -> list[dict[str, Any]]:
         path = (pathname or prefix).rstrip("/") + "/"
@@ -160,6 +164,15 @@ def _register_shell(app: Dash, ctx: PanelContext, prefix: str) -> None:
 
     app.callback([Output(f"nav-{p.module.rsplit('.', 1)[-1]}", "style") for p in PAGES],
                  Input("_pages_location", "pathname"))(highlight)
+
+
+def user_text(principal: Principal | None) -> str:
+    """Who is signed in, in the header ("open" when the service has no authentication)."""
+    if principal is None or principal.via == "open":
+        return "no sign-in configured"
+    if principal.via == "anonymous":
+        return "not signed in (read-only)"
+    return f"signed in: {principal.name} ({principal.role.label})"
 
 
 def role_text(role: dict[str, object]) -> str:
@@ -171,4 +184,4 @@ def role_text(role: dict[str, object]) -> str:
     return ""
 
 
-__all__ = ["create_dash", "role_text", "shell", "page_layout", "initial_range", "range_from_url"]
+__all__ = ["create_dash", "role_text", "user_text", "shell", "page_layout", "initial_range", "range_from_url"]

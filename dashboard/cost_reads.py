@@ -119,7 +119,7 @@ def period_spend(sources: Sources, filters: Filters, now_ms: int) -> PeriodSpend
     """Cumulative spend of the applicable budget's period (this month without a budget)."""
     if sources.ledger is None:
         return None
-    budget = spend_budget(sources.cost, filters)
+    budget = spend_budget(sources.price_book(), filters)
     period = budget.period if budget is not None else "month"
     scope = budget_scope(budget) if budget is not None else Filters(models=filters.models)
     start = period_start_ms(now_ms, period)

@@ -62,7 +62,7 @@ def mount(app: FastAPI, runtime: RuntimeLike) -> None:
     )
     dash_app.server.before_request(partial(_refuse_malformed_updates, dash_app))
     served = GZipMiddleware(WSGIMiddleware(dash_app.server), minimum_size=1024, compresslevel=6)  # type: ignore[arg-type]
-    app.mount(PREFIX, TokenGate(served, lambda: runtime.settings.server.api_token, PREFIX), name="dashboard")
+    app.mount(PREFIX, TokenGate(served, runtime.access.auth, PREFIX), name="dashboard")
     app.state.dashboard = dash_app  # for tests and benchmarks: the Flask routes, the callback map
 
     async def to_dashboard(request: Request) -> RedirectResponse:

@@ -29,6 +29,7 @@ from alerts.state_store import AlertStateStore
 from cost.compute import instance_host
 from cost.ledger import CostLedger
 from cost.prices import CostSettings
+from dashboard.auth import Authenticates
 from dashboard.settings import DashboardSettings
 from promql import SampleSource
 from store.clock import Clock
@@ -126,6 +127,14 @@ class RuntimeLike(Protocol):
     @property
     def notifier(self) -> _Notifier | None: ...
 
+    @property
+    def access(self) -> _Access: ...
+
+
+class _Access(Protocol):
+    @property
+    def auth(self) -> Authenticates: ...
+
 
 @dataclass(frozen=True)
 class Targets:
@@ -168,6 +177,11 @@ class Sources:
     promql: SampleSource | None = None  # where expressions run (None: over ``reader``, here)
     # This process's part: {"role": "single"} or an HA pair's "leader"/"follower" with its holder.
     role: Callable[[], dict[str, object]] = field(default=lambda: _ALONE)
+    # The price book now (prices and budgets edited through the API change it); None: ``cost``.
+    live_cost: Callable[[], CostSettings] | None = None
+
+    def price_book(self) -> CostSettings:
+        return self.live_cost() if self.live_cost is not None else self.cost
 
 
 _ALONE: dict[str, object] = {"role": "single"}
@@ -202,6 +216,7 @@ def sources_from_runtime(runtime: RuntimeLike) -> Sources:
         node_of=node_of,
         promql=getattr(runtime, "source", None),
         role=getattr(runtime, "role", lambda: _ALONE),
+        live_cost=lambda: runtime.settings.cost,
     )
 
 

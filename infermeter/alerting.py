@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -94,6 +95,8 @@ class Alerting:
     clock: Clock
     forecasting: ForecastJob | None = None
     leadership: Leadership = ALONE  # in an HA pair only the leader prices and forecasts
+    # Before each tick: pick up prices and budgets changed through the API (by either process).
+    before_tick: Callable[[], None] = lambda: None
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -125,6 +128,7 @@ class Alerting:
             if not self.leadership.leading():
                 continue
             try:
+                self.before_tick()
                 self.tick()
             except Exception:  # a failed tick is retried next interval; the loop lives on
                 log.exception("cost tick failed")

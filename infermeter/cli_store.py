@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
+from cost.changes import CostChanges, apply_changes
 from cost.compute import CostCalculator
 from cost.ledger import CostLedger
 from cost.prices import PriceBook
@@ -76,6 +77,7 @@ def read_only_store(settings: Settings, clock: Clock) -> Iterator[ReadSide]:
 
 
 def ledger_for(side: ReadSide, settings: Settings, clock: Clock) -> CostLedger:
-    """A cost ledger over the samples, priced with the configured book (writes no series)."""
-    book = PriceBook(settings.cost)
+    """A cost ledger over the samples, priced with the book in effect: the config's prices and
+    those changed through the API (writes no series)."""
+    book = PriceBook(apply_changes(settings.cost, CostChanges(side.engine, clock).all()))
     return CostLedger(side.engine, CostCalculator(side.reader, book, socket.gethostname()), book, clock)

@@ -21,19 +21,25 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine, text
 
+from access.audit import SYSTEM, Actor
+from access.service import Access, build_access
 from alerts.notify.service import Notifier
 from alerts.rulefile import RuleFileError
 from collector.exposition import SeriesCache
 from collector.manager import ScrapeManager
 from collector.nvml import render_dcgm
 from collector.scrape_loop import appender_call
+from cost.changes import CostChanges
+from cost.prices import CostSettings
 from forecast.ids import SeriesId
 from forecast.record import StoredForecast
 from forecast.service import ForecastService
 from ha.role import ALONE, Leadership
 from infermeter import db
 from infermeter.alerting import Alerting, build_alerting, load_rule_groups
+from infermeter.config_audit import config_changes, rule_file_digests
 from infermeter.config_file import ConfigError, load_settings
+from infermeter.live_cost import LiveCost
 from infermeter.pair import Pair, PairCollector, build_pair
 from infermeter.self_metrics import ApiMetrics, StoreCollector, build_registry
 from infermeter.settings import Settings
@@ -78,6 +84,8 @@ class Runtime:
     config_path: str | None = None
     scrapes: ScrapeManager | None = None  # built by build_runtime; loops start with the server
     telemetry: Telemetry | None = None
+    access: Access = field(init=False)  # built by build_runtime
+    live_cost: LiveCost = field(init=False)  # the config's prices + those changed through the API
     alerting: Alerting | None = None
     notifier: Notifier | None = None
     worker: EmbeddedWorker | None = None
@@ -171,15 +179,18 @@ class Runtime:
         if self.worker is not None:
             await self.worker.stop()
 
-    async def reload(self) -> list[str]:
-        """Re-read the config file and apply its scrape targets; problems leave everything as is."""
+    async def reload(self, actor: Actor | None = None) -> list[str]:
+        """Re-read the config file and apply its scrape targets, rules, thresholds and tokens;
+        problems leave everything as is. What changed goes to the audit log (``actor``: who asked;
+        default: the SIGHUP signal)."""
         try:
             settings, _ = load_settings(self.config_path)
         except ConfigError as exc:
             lines = [str(p) for p in exc.problems]
             log.error("reload refused, config is invalid:\n%s", "\n".join(lines))
             return lines
-        reloadable = {"scrape", "nccl"}
+        reloadable = {"scrape", "nccl", "security"}
+        rules_before = rule_file_digests(self.settings, self.config_path)
         if self.alerting is not None:
             try:
                 groups = load_rule_groups(settings, self.config_path)
@@ -191,9 +202,23 @@ class Runtime:
             reloadable = reloadable | {"alerts"}
         if settings.model_dump(exclude=reloadable) != self.settings.model_dump(exclude=reloadable):
             log.warning("reload applies collection targets only; other changed settings need a restart")
-        self.settings = self.settings.model_copy(update={k: getattr(settings, k) for k in reloadable})
+        before, self.settings = self.settings, self.settings.model_copy(update={k: getattr(settings, k) for k in reloadable})
+        await asyncio.to_thread(self._audit_reload, actor or Actor(SYSTEM, "signal:SIGHUP"), before, rules_before)
         await self._apply_targets()
         return []
+
+    def _audit_reload(self, actor: Actor, before: Settings, rules_before: dict[str, str]) -> None:
+        changed = config_changes(before, self.settings, rules_before, rule_file_digests(self.settings, self.config_path))
+        for section, (old, new) in changed.items():
+            self.access.audit.record(actor, "config.reload", section, old, new)
+
+    def use_cost(self, cost: CostSettings) -> None:
+        """Price with a changed book from now on (the ledger, budgets, forecast warnings, reads)."""
+        self.settings = self.settings.model_copy(update={"cost": cost})
+        if self.alerting is not None:
+            self.alerting.book.use(cost)
+            if self.alerting.forecasting is not None:
+                self.alerting.forecasting.budgets = list(cost.budgets)
 
     def dcgm_exposition(self) -> str:
         """Local GPU series under dcgm-exporter's names, when configured (for /metrics)."""
@@ -316,6 +341,11 @@ def build_runtime(
         telemetry=telemetry,
         pair=pair,
     )
+    # Tokens and the audit log are written by either process of a pair: the unfenced engine.
+    runtime.access = build_access(
+        engine, clock, settings.security, lambda: runtime.settings.server.api_token,
+        lambda: runtime.settings.server.open_reads, lambda: tuple(runtime.settings.security.tokens),
+    )
     if settings.worker.embedded:
         runtime.worker = EmbeddedWorker(settings.worker)
     # The notifier reads its outbox and groups from the database: built after the migration.
@@ -328,6 +358,9 @@ def build_runtime(
         settings, leader_engine, samples.store, runtime.reader, samples.source, clock, registry, config_path,
         sink=runtime.notifier.submit, leadership=runtime.leadership,
     )
+    runtime.live_cost = LiveCost(CostChanges(engine, clock), settings.cost, runtime.use_cost)
+    runtime.live_cost.refresh()
+    runtime.alerting.before_tick = runtime.live_cost.refresh
     if runtime.alerting.forecasting is not None:
         runtime.forecast = StoredForecasts(runtime.alerting.forecasting.service)
     return runtime

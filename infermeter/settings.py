@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from access.settings import SecuritySettings
 from alerts.notify.config import NotifyConfig
 from alerts.scale_policy import ScalePolicy
 from alerts.thresholds import Thresholds
@@ -35,8 +36,16 @@ class ServerSettings(Strict):
         None, description="bearer token for write endpoints; set it through INFERMETER_API_TOKEN, not the file"
     )
     open_reads: bool = Field(
-        True, description="reads (queries, alerts, cost) answer without the token unless this is false"
+        True, description="reads (queries, alerts, cost, the dashboard) answer without a token unless this is false"
     )
+    tls_cert_file: str | None = Field(None, description="serve HTTPS with this PEM certificate (chain) file")
+    tls_key_file: str | None = Field(None, description="the private key of tls_cert_file (PEM)")
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> ServerSettings:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError("tls_cert_file and tls_key_file go together")
+        return self
 
 
 class RetentionSettings(Strict):
@@ -297,6 +306,7 @@ class Settings(Strict):
         DashboardSettings(), description="the Dash dashboard at /dashboard/ on the API's port"
     )
     ha: HaSettings = Field(HaSettings(), description=HaSettings.__doc__)
+    security: SecuritySettings = Field(SecuritySettings(), description=SecuritySettings.__doc__)
 
     @model_validator(mode="after")
     def _pair_needs_shared_state(self) -> Settings:

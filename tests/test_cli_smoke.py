@@ -251,6 +251,25 @@ def smoke_worker_and_load(s: SmallStore) -> None:
         _stop(proc)
 
 
+def smoke_tokens_and_audit(s: SmallStore) -> None:
+    secret = _ok(_cli(s.config, "tokens", "create", "--name", "ci-bot", "--role", "operator")).strip()
+    assert secret.startswith("imt_") and len(secret) > 40
+    listed = _ok(_cli(s.config, "tokens", "list"))
+    row = next(line for line in listed.splitlines() if "ci-bot" in line)
+    token_id = row.split()[0]
+    assert "operator" in row and secret not in listed
+    rotated = _ok(_cli(s.config, "tokens", "rotate", token_id, "--grace", "1h")).strip()
+    assert rotated.startswith("imt_") and rotated != secret
+    assert _ok(_cli(s.config, "tokens", "revoke", token_id)).strip() == f"token {token_id} revoked"
+    proc = subprocess.run([sys.executable, "-m", "infermeter", "tokens", "hash", "-"], input="abc\n",
+                          capture_output=True, text=True, env=_env(), timeout=60)
+    assert proc.stdout.strip() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    audit = _ok(_cli(s.config, "audit", "--action", "token.create"))
+    assert "token.create" in audit and "cli:" in audit
+    assert "token.rotate" in _ok(_cli(s.config, "audit"))
+    assert _cli(s.config, "tokens", "revoke", "99999").returncode == 2
+
+
 SMOKE: dict[str, Callable[[SmallStore], None]] = {
     "up": smoke_up,
     "agent": smoke_agent,
@@ -267,6 +286,12 @@ SMOKE: dict[str, Callable[[SmallStore], None]] = {
     "plan": smoke_plan,
     "worker": smoke_worker_and_load,
     "load": smoke_worker_and_load,
+    "tokens create": smoke_tokens_and_audit,
+    "tokens list": smoke_tokens_and_audit,
+    "tokens rotate": smoke_tokens_and_audit,
+    "tokens revoke": smoke_tokens_and_audit,
+    "tokens hash": smoke_tokens_and_audit,
+    "audit": smoke_tokens_and_audit,
 }
 
 

@@ -14,7 +14,7 @@ answer 422 with FastAPI's error list, whose ``loc`` names the field (``["body", 
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Depends, HTTPException
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -51,7 +51,7 @@ class PostableSilence(BaseModel):
     matchers: list[MatcherIn] = Field(min_length=1)
     startsAt: AwareDatetime | None = None  # default: now
     endsAt: AwareDatetime
-    createdBy: str = Field(min_length=1)
+    createdBy: str = ""  # ignored when the request is authenticated: the author is the token's identity
     comment: str = Field(min_length=1)
 
 
@@ -77,19 +77,29 @@ def _unprocessable(field: str, message: str, value: object = None) -> HTTPExcept
     return HTTPException(422, [{"type": "value_error", "loc": loc, "msg": message, "input": value}])
 
 
+class Editor(Protocol):
+    """Who changes silences: ``name`` is the authenticated identity (None: anonymous, then the
+    body's createdBy is the author); ``record`` writes the change to the audit log."""
+
+    name: str | None
+
+    def record(self, action: str, target: str, before: Any, after: Any) -> None: ...
+
+
 def silences_router(
-    get_silences: Callable[..., SilenceStore], require_writer: Callable[..., Any], prefix: str = "/api/v1"
+    get_silences: Callable[..., SilenceStore], get_editor: Callable[..., Editor], prefix: str = "/api/v1"
 ) -> APIRouter:
     router = APIRouter(prefix=prefix, tags=["silences"])
     Store = Annotated[SilenceStore, Depends(get_silences)]
+    EditorDep = Annotated[Editor, Depends(get_editor)]
 
     @router.post(
         "/silences",
-        dependencies=[Depends(require_writer)],
         responses={404: {"description": "No silence with that id."}, 422: {"description": "Names the bad field."}},
     )
-    def post_silence(body: PostableSilence, store: Store) -> dict[str, str]:
-        """Create a silence, or update the one named by ``id``."""
+    def post_silence(body: PostableSilence, store: Store, editor: EditorDep) -> dict[str, str]:
+        """Create a silence, or update the one named by ``id``. The author is the caller's token
+        identity when the request is authenticated, else ``createdBy``."""
         now = store.now_ms()
         try:
             matchers = tuple(Matcher.from_api(m.name, m.value, m.isRegex, m.isEqual) for m in body.matchers)
@@ -97,11 +107,15 @@ def silences_router(
                 matchers=matchers,
                 starts_at_ms=_ms(body.startsAt) if body.startsAt is not None else now,
                 ends_at_ms=_ms(body.endsAt),
-                created_by=body.createdBy,
+                created_by=editor.name or body.createdBy,
                 comment=body.comment,
                 id=body.id,
             )
-            return {"silenceID": store.upsert(spec)}
+            before = silence_json(store.get(body.id), now) if body.id else None
+            silence_id = store.upsert(spec)
+            editor.record("silence.update" if before else "silence.create", f"silence/{silence_id}", before,
+                          silence_json(store.get(silence_id), now))
+            return {"silenceID": silence_id}
         except SilenceError as exc:
             raise _unprocessable(exc.field, exc.message) from None
         except SilenceNotFound:
@@ -122,17 +136,16 @@ def silences_router(
         except SilenceNotFound:
             raise HTTPException(404, f"silence {silence_id!r} not found") from None
 
-    @router.delete(
-        "/silence/{silence_id}",
-        dependencies=[Depends(require_writer)],
-        responses={404: {"description": "No silence with that id."}},
-    )
-    def expire_silence(silence_id: str, store: Store) -> dict[str, Any]:
+    @router.delete("/silence/{silence_id}", responses={404: {"description": "No silence with that id."}})
+    def expire_silence(silence_id: str, store: Store, editor: EditorDep) -> dict[str, Any]:
         """Expire a silence now."""
         try:
+            before = silence_json(store.get(silence_id), store.now_ms())
             expired = store.expire(silence_id)
         except SilenceNotFound:
             raise HTTPException(404, f"silence {silence_id!r} not found") from None
-        return silence_json(expired, store.now_ms())
+        after = silence_json(expired, store.now_ms())
+        editor.record("silence.expire", f"silence/{silence_id}", before, after)
+        return after
 
     return router

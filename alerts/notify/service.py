@@ -3,7 +3,7 @@
     notifier = Notifier(settings.notify, engine, clock, registry, random.Random())
     notifier.start()                      # two daemon threads: pipeline, dispatcher (+ send pool)
     notifier.submit(alerts)               # from the rules engine, every evaluation; no I/O
-    app.include_router(silences_router(lambda: notifier.silences, require_writer))
+    app.include_router(silences_router(lambda: notifier.silences, editor))  # editor: who, and the audit log
     notifier.stop(timeout_s=10)           # final; build a new Notifier to start again
 
 Everything durable is in the database given (migrated to head), so a new Notifier on the same

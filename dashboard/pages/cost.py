@@ -35,7 +35,7 @@ TENANT_HINT = " (tenants appear where the inference servers' token series carry 
 def price_notes(ctx: PanelContext) -> list[str]:
     """Which prices in use are examples the user has not set (CPU node-hour, '*' GPU placeholder)."""
     q = ctx.queries
-    return cost_reads.example_price_notes(ctx.sources.cost, cpu_nodes=len(q.cpu_nodes()), gpus=q.exists(NODE_GPU_SOURCE))
+    return cost_reads.example_price_notes(ctx.sources.price_book(), cpu_nodes=len(q.cpu_nodes()), gpus=q.exists(NODE_GPU_SOURCE))
 
 
 def breakdown(ctx: PanelContext, view: View) -> Sequence[Figure]:
@@ -94,7 +94,7 @@ def per_token(ctx: PanelContext, view: View) -> Figure:
 
 
 def prices(ctx: PanelContext, view: View) -> html.Div:
-    cost = ctx.sources.cost
+    cost = ctx.sources.price_book()
     return prices_tables(cost_reads.price_rows(cost, view.now_ms), cost.currency, price_notes(ctx))
 
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi import Depends, FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
@@ -20,14 +20,16 @@ from dashboard import mount as mount_dashboard
 from forecast.api import forecast_router
 from ha.fence import NotLeader
 from infermeter.api import (
+    routes_access,
     routes_alerts,
     routes_cost,
+    routes_prices,
     routes_promql,
     routes_read,
     routes_reports,
     routes_write,
 )
-from infermeter.api.deps import WriterDep, require_writer
+from infermeter.api.deps import AccessDenied, ActorDep, authorize, editor
 from infermeter.api.params import BadParam
 from infermeter.forecasting import ForecastJob
 from infermeter.runtime import Runtime
@@ -72,6 +74,7 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
         version="0.1.0",
         description="Observability and cost control for GPU inference fleets.",
         lifespan=lifespan,
+        dependencies=[Depends(authorize)],  # every route: the role access.policy names for it
     )
     app.state.runtime = runtime
 
@@ -89,6 +92,11 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
         runtime.api_metrics.requests.labels(name, str(response.status_code)).inc()
         runtime.api_metrics.latency.labels(name).observe(time.perf_counter() - started)
         return response
+
+    @app.exception_handler(AccessDenied)
+    async def access_denied(_: Request, exc: AccessDenied) -> JSONResponse:
+        return JSONResponse({"status": "error", "errorType": exc.error_type, "error": str(exc)},
+                            status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(BadParam)
     async def bad_param(_: Request, exc: BadParam) -> JSONResponse:
@@ -123,9 +131,9 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
         return Response(body + dcgm.encode(), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/-/reload", tags=["health"])
-    async def reload(_auth: WriterDep) -> JSONResponse:
-        """Re-read the config file and apply its scrape targets (as SIGHUP does)."""
-        problems = await runtime.reload()
+    async def reload(who: ActorDep) -> JSONResponse:
+        """Re-read the config file and apply its scrape targets, rules and tokens (as SIGHUP does)."""
+        problems = await runtime.reload(who)
         if problems:
             return JSONResponse({"status": "error", "problems": problems}, status_code=400)
         targets = len(runtime.scrapes.statuses()) if runtime.scrapes else 0
@@ -136,7 +144,9 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
     app.include_router(routes_read.router)
     app.include_router(routes_alerts.router)
     app.include_router(routes_cost.router)
-    app.include_router(silences_router(lambda: _notifier(runtime).silences, require_writer))
+    app.include_router(routes_prices.router)
+    app.include_router(routes_access.router)
+    app.include_router(silences_router(lambda: _notifier(runtime).silences, editor))
     app.include_router(forecast_router(lambda: _forecasting(runtime).service))
     app.include_router(routes_reports.router())
     if runtime.settings.dashboard.enabled:

@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 from starlette.concurrency import run_in_threadpool
 
-from infermeter.api.deps import ReaderDep, RuntimeDep
+from infermeter.api.deps import PrincipalDep, RuntimeDep
 from infermeter.api.params import parse_time_ms
 from infermeter.runtime import Runtime
 
@@ -33,7 +33,7 @@ def _alerting(runtime: Runtime) -> Any:
 
 
 @router.get("/alerts")
-async def alerts(runtime: RuntimeDep, _auth: ReaderDep) -> dict[str, Any]:
+async def alerts(runtime: RuntimeDep, _auth: PrincipalDep) -> dict[str, Any]:
     """Pending and firing alerts (Prometheus's /api/v1/alerts shape), with resolved ones kept
     for notification listed under ``resolved``."""
     engine = _alerting(runtime).rules
@@ -56,7 +56,7 @@ async def alerts(runtime: RuntimeDep, _auth: ReaderDep) -> dict[str, Any]:
 
 
 @router.get("/rules")
-async def rules(runtime: RuntimeDep, _auth: ReaderDep, type: str | None = None) -> dict[str, Any]:  # noqa: A002
+async def rules(runtime: RuntimeDep, _auth: PrincipalDep, type: str | None = None) -> dict[str, Any]:  # noqa: A002
     """Rule groups with each rule's health, last error and evaluation time, in the shape of
     Prometheus's /api/v1/rules (Grafana's alerting view reads it); ``type=alert|record``."""
     engine = _alerting(runtime).rules
@@ -99,7 +99,7 @@ async def rules(runtime: RuntimeDep, _auth: ReaderDep, type: str | None = None) 
 
 
 @router.get("/alerts/history")
-async def history(runtime: RuntimeDep, _auth: ReaderDep, since: str | None = None, limit: int = 1000) -> dict[str, Any]:
+async def history(runtime: RuntimeDep, _auth: PrincipalDep, since: str | None = None, limit: int = 1000) -> dict[str, Any]:
     """Alert state transitions, newest first."""
     now = runtime.clock.now_ms()
     since_ms = parse_time_ms("since", since, now, now - 86_400_000)
@@ -110,7 +110,7 @@ async def history(runtime: RuntimeDep, _auth: ReaderDep, since: str | None = Non
 
 
 @router.get("/scale/events")
-async def scale_events(runtime: RuntimeDep, _auth: ReaderDep) -> dict[str, Any]:
+async def scale_events(runtime: RuntimeDep, _auth: PrincipalDep) -> dict[str, Any]:
     """Scale-out / scale-in recommendations (one per scope per cooldown)."""
     advisor = _alerting(runtime).advisor
     events = [

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.concurrency import run_in_threadpool
 
 from cost.ledger import HOUR_MS, CostLedger, period_start_ms
-from infermeter.api.deps import ReaderDep, RuntimeDep, WriterDep
+from infermeter.api.deps import PrincipalDep, RuntimeDep
 from infermeter.api.params import BadParam, parse_time_ms
 from infermeter.runtime import Runtime
 
@@ -44,7 +44,7 @@ def _window(runtime: Runtime, start: str | None, end: str | None) -> tuple[int, 
 
 
 @router.get("/cost")
-async def cost(runtime: RuntimeDep, _auth: ReaderDep, start: str | None = None, end: str | None = None, by: str | None = None) -> dict[str, Any]:
+async def cost(runtime: RuntimeDep, _auth: PrincipalDep, start: str | None = None, end: str | None = None, by: str | None = None) -> dict[str, Any]:
     """Spend in [start, end) (default: this month) grouped by any of model, node, gpu, gpu_model,
     purchase_class, tenant, component (gpu | energy | idle | overhead)."""
     dims = _dims(by, SPEND_DIMENSIONS)
@@ -56,7 +56,7 @@ async def cost(runtime: RuntimeDep, _auth: ReaderDep, start: str | None = None, 
 
 
 @router.get("/cost/per_token")
-async def cost_per_token(runtime: RuntimeDep, _auth: ReaderDep, start: str | None = None, end: str | None = None, by: str | None = None) -> dict[str, Any]:
+async def cost_per_token(runtime: RuntimeDep, _auth: PrincipalDep, start: str | None = None, end: str | None = None, by: str | None = None) -> dict[str, Any]:
     """Cost per 1M generated tokens and per 1M total (prompt + generated) tokens, by model, node,
     tenant or gpu (or for the fleet). Per GPU, a node's tokens of a model are shared equally
     among the GPUs serving that model there."""
@@ -104,9 +104,11 @@ def _per_gpu(ledger: CostLedger, start_ms: int, end_ms: int) -> list[dict[str, A
 
 
 @router.get("/budgets")
-async def budgets(runtime: RuntimeDep, _auth: ReaderDep) -> dict[str, Any]:
-    """Each configured budget with the spend of its period so far and cost per 1M tokens."""
+async def budgets(runtime: RuntimeDep, _auth: PrincipalDep) -> dict[str, Any]:
+    """Each budget in effect (config and API changes) with the spend of its period so far and
+    cost per 1M tokens."""
     ledger = _ledger(runtime)
+    await run_in_threadpool(runtime.live_cost.refresh)
     now = runtime.clock.now_ms()
     out = []
     for budget in runtime.settings.cost.budgets:
@@ -127,8 +129,9 @@ async def budgets(runtime: RuntimeDep, _auth: ReaderDep) -> dict[str, Any]:
 
 
 @router.get("/prices")
-async def prices(runtime: RuntimeDep, _auth: ReaderDep) -> dict[str, Any]:
-    """The price book as configured, each entry with the date it takes effect."""
+async def prices(runtime: RuntimeDep, _auth: PrincipalDep) -> dict[str, Any]:
+    """The price book in effect (config and API changes), each entry with the date it takes effect."""
+    await run_in_threadpool(runtime.live_cost.refresh)
     return {"status": "success", "data": runtime.settings.cost.model_dump(mode="json", exclude={"budgets"})}
 
 
@@ -139,7 +142,7 @@ class RecomputeBody(BaseModel):
 
 
 @router.post("/cost/recompute")
-async def recompute(runtime: RuntimeDep, body: RecomputeBody, _auth: WriterDep) -> dict[str, Any]:
+async def recompute(runtime: RuntimeDep, body: RecomputeBody, _auth: PrincipalDep) -> dict[str, Any]:
     """Re-price every hour from ``since`` with the price book in effect now."""
     now = runtime.clock.now_ms()
     since_ms = parse_time_ms("since", body.since, now)

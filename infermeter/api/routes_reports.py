@@ -6,14 +6,14 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException
 
 from forecast.ids import SeriesId
-from infermeter.api.deps import ReaderDep, RuntimeDep
+from infermeter.api.deps import PrincipalDep, RuntimeDep
 from reports.anomalies import AlertHistoryAnomalies
 from reports.api import create_report_router
 from reports.forecast import rest_of_period
 from reports.model import ReportSources, SpendForecast
 
 
-def report_sources(runtime: RuntimeDep, _auth: ReaderDep) -> ReportSources:
+def report_sources(runtime: RuntimeDep, _auth: PrincipalDep) -> ReportSources:
     if runtime.alerting is None:
         raise HTTPException(503, "the cost ledger is not running")
     forecast: SpendForecast | None = None

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from infermeter.api.deps import RuntimeDep, WriterDep
+from infermeter.api.deps import PrincipalDep, RuntimeDep
 from infermeter.api.ingest import BadPayload, BodyTooLarge, decode_exposition, decode_json, decompress
 from infermeter.api.remote_write import decode_remote_write
 from store.types import SampleBatch
@@ -42,7 +42,7 @@ def _error(status: int, where: str, message: str) -> JSONResponse:
     summary="Prometheus remote write (snappy-compressed protobuf WriteRequest)",
     responses={200: {"description": "Committed."}, 400: {"description": "Malformed body; nothing stored."}},
 )
-async def remote_write(request: Request, runtime: RuntimeDep, _auth: WriterDep) -> JSONResponse:
+async def remote_write(request: Request, runtime: RuntimeDep, _auth: PrincipalDep) -> JSONResponse:
     """Point Prometheus's ``remote_write`` here; the same as POST /api/v1/samples with
     ``Content-Type: application/x-protobuf``."""
     return await push_samples(request, runtime, _auth)
@@ -58,7 +58,7 @@ async def remote_write(request: Request, runtime: RuntimeDep, _auth: WriterDep) 
         422: {"description": "JSON that does not match the schema; names the field. Nothing stored."},
     },
 )
-async def push_samples(request: Request, runtime: RuntimeDep, _auth: WriterDep) -> JSONResponse:
+async def push_samples(request: Request, runtime: RuntimeDep, _auth: PrincipalDep) -> JSONResponse:
     """Push samples. ``Content-Type: application/json`` takes ``{"samples": [...]}`` or
     ``{"series": [...]}``; ``text/plain`` (or ``application/openmetrics-text``) takes the
     Prometheus exposition format. ``Content-Encoding: gzip`` is accepted."""

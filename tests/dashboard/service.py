@@ -58,7 +58,7 @@ def make_settings(tmp: Path, token: str | None = None) -> tuple[Settings, str]:
     config = tmp / "infermeter.yaml"
     config.write_text("")
     settings = Settings(
-        server=ServerSettings(api_token=token),
+        server=ServerSettings(api_token=token, open_reads=False),
         store=StoreSettings(url=f"sqlite:///{tmp / 'dashboard.db'}"),
         gpu=GpuSettings(nvml="off"),
         alerts=AlertSettings(rule_files=["rules.yml"]),

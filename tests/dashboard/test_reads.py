@@ -12,7 +12,9 @@ from pydantic import ValidationError
 
 from cost.prices import CostSettings
 from dashboard import cost_reads
-from dashboard.auth import bearer, cookie_value
+from access.authn import bearer
+from access.principal import Principal, Role
+from dashboard.auth import decode_principal, encode_principal
 from dashboard.queries import Filters, SeriesQueries, View, one_of, selector_text
 from dashboard.settings import MAX_POINTS_PER_TRACE, DashboardSettings
 from dashboard.sources import Sources, Targets
@@ -79,7 +81,9 @@ def test_filters_and_matcher_text() -> None:
 
 def test_token_pieces() -> None:
     assert bearer("Bearer  abc ") == "abc" and bearer("Basic abc") is None and bearer("Bearer") is None
-    assert cookie_value("t") != "t" and cookie_value("t") == cookie_value("t") != cookie_value("u")
+    alice = Principal("alice@example.com; x", Role.OPERATOR, "oidc")
+    assert decode_principal(encode_principal(alice).decode()) == alice
+    assert decode_principal("forged") is None and decode_principal(None) is None
 
 
 def test_targets_come_from_the_alert_thresholds() -> None:

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from dashboard.auth import COOKIE, cookie_value
+from access.authn import SESSION_COOKIE, session_value
 from dashboard.settings import MAX_POINTS_PER_TRACE
 from infermeter.runtime import Runtime
 from store import ManualClock
@@ -87,11 +87,12 @@ def test_token_in_the_url_sets_a_session_cookie(served: tuple[str, Runtime, Fast
     assert httpx.get(f"{base}/dashboard/gpus?token=wrong").status_code == 401
     signed_in = httpx.get(f"{base}/dashboard/gpus?token={TOKEN}&x=1")
     assert signed_in.status_code == 303 and signed_in.headers["location"] == "/dashboard/gpus?x=1"
-    cookie = signed_in.cookies[COOKIE]
-    assert cookie == cookie_value(TOKEN) and TOKEN not in cookie
+    cookie = signed_in.cookies[SESSION_COOKIE]
+    assert cookie == session_value(served[1].access.tokens.find(TOKEN)) and TOKEN not in cookie  # type: ignore[arg-type]
     assert "httponly" in signed_in.headers["set-cookie"].lower() and "samesite=strict" in signed_in.headers["set-cookie"].lower()
-    assert httpx.get(f"{base}/dashboard/_dash-layout", cookies={COOKIE: cookie}).status_code == 200
-    assert httpx.get(f"{base}/dashboard/_dash-layout", cookies={COOKIE: cookie_value("other")}).status_code == 401
+    assert httpx.get(f"{base}/dashboard/_dash-layout", cookies={SESSION_COOKIE: cookie}).status_code == 200
+    assert httpx.get(f"{base}/dashboard/_dash-layout", cookies={SESSION_COOKIE: "0" * 64}).status_code == 401
+    assert httpx.get(f"{base}/dashboard/_dash-layout", cookies={SESSION_COOKIE: TOKEN}).status_code == 401
     assert httpx.get(f"{base}/dashboard/_dash-layout", headers={"Authorization": "Bearer nope"}).status_code == 401
     root = httpx.get(f"{base}/?token={TOKEN}")
     assert root.status_code == 307 and root.headers["location"] == f"/dashboard/?token={TOKEN}"
@@ -118,8 +119,9 @@ def test_every_callback_draws_seeded_data_within_the_point_ceiling(served: tuple
         assert state == "data", f"{name}: {state} {message}"
         assert points <= MAX_POINTS_PER_TRACE, name
     tables = {k: str(v) for k, v in values.items()
-              if k.endswith(".children") and k.split(".")[0] not in ("dash-updated", "dash-role")}
+              if k.endswith(".children") and k.split(".")[0] not in ("dash-updated", "dash-role", "dash-user")}
     assert values["dash-role.children"] == ""  # alone, not in an HA pair: the header says nothing
+    assert values["dash-user.children"] == "signed in: api_token (admin)"  # who the token names
     for name, text in tables.items():
         if name in EITHER:
             assert "panel-data" in text or "every rule evaluates" in text, name
@@ -159,6 +161,7 @@ def test_a_failing_source_shows_in_its_panels_only(served: tuple[str, Runtime, F
     assert state == "error" and "ledger table is locked" in message
     assert figure_facts(values["cost-per-token.figure"])[0] == "data"
     assert figure_facts(values["gpu-heatmap.figure"])[0] == "data"
-    metrics = httpx.get(f"{base}/metrics").text
+    assert httpx.get(f"{base}/metrics").status_code == 401  # reads are locked here: /metrics too
+    metrics = httpx.get(f"{base}/metrics", headers=AUTH).text
     assert re.search(r'infermeter_dashboard_panel_errors_total\{panel="cost-by-model\+cost-by-node\+cost-by-gpu\+cost-by-tenant"\} [1-9]', metrics)
     assert "infermeter_dashboard_callback_seconds_bucket" in metrics

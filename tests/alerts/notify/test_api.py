@@ -20,9 +20,20 @@ TOKEN = "s3cret"
 AUTH = {"authorization": f"Bearer {TOKEN}"}
 
 
-def require_writer(request: Request) -> None:
+class Editor:
+    """Writes need the token; changes are kept as the audit log would get them."""
+
+    name: str | None = None
+    changes: list[tuple[str, str]] = []
+
+    def record(self, action: str, target: str, before: object, after: object) -> None:
+        self.changes.append((action, target))
+
+
+def require_writer(request: Request) -> Editor:
     if request.headers.get("authorization") != f"Bearer {TOKEN}":
         raise HTTPException(401, "a valid bearer token is required")
+    return Editor()
 
 
 @pytest.fixture

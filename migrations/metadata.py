@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy import MetaData
 
-from alerts.notify.schema import metadata as notify_metadata
 from access.schema import metadata as access_metadata
+from alerts.notify.schema import metadata as notify_metadata
 from alerts.schema import metadata as alerts_metadata
 from cost.schema import metadata as cost_metadata
 from forecast.schema import metadata as forecast_metadata

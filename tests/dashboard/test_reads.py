@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from cost.prices import CostSettings
-from dashboard import cost_reads
 from access.authn import bearer
 from access.principal import Principal, Role
+from cost.prices import CostSettings
+from dashboard import cost_reads
 from dashboard.auth import decode_principal, encode_principal
 from dashboard.queries import Filters, SeriesQueries, View, one_of, selector_text
 from dashboard.settings import MAX_POINTS_PER_TRACE, DashboardSettings

@@ -86,6 +86,7 @@ class Runtime:
     telemetry: Telemetry | None = None
     access: Access = field(init=False)  # built by build_runtime
     live_cost: LiveCost = field(init=False)  # the config's prices + those changed through the API
+    rule_digests: dict[str, str] = field(default_factory=dict)  # of the rule files as last loaded
     alerting: Alerting | None = None
     notifier: Notifier | None = None
     worker: EmbeddedWorker | None = None
@@ -190,7 +191,6 @@ class Runtime:
             log.error("reload refused, config is invalid:\n%s", "\n".join(lines))
             return lines
         reloadable = {"scrape", "nccl", "security"}
-        rules_before = rule_file_digests(self.settings, self.config_path)
         if self.alerting is not None:
             try:
                 groups = load_rule_groups(settings, self.config_path)
@@ -203,12 +203,14 @@ class Runtime:
         if settings.model_dump(exclude=reloadable) != self.settings.model_dump(exclude=reloadable):
             log.warning("reload applies collection targets only; other changed settings need a restart")
         before, self.settings = self.settings, self.settings.model_copy(update={k: getattr(settings, k) for k in reloadable})
-        await asyncio.to_thread(self._audit_reload, actor or Actor(SYSTEM, "signal:SIGHUP"), before, rules_before)
+        await asyncio.to_thread(self._audit_reload, actor or Actor(SYSTEM, "signal:SIGHUP"), before)
         await self._apply_targets()
         return []
 
-    def _audit_reload(self, actor: Actor, before: Settings, rules_before: dict[str, str]) -> None:
-        changed = config_changes(before, self.settings, rules_before, rule_file_digests(self.settings, self.config_path))
+    def _audit_reload(self, actor: Actor, before: Settings) -> None:
+        rules_now = rule_file_digests(self.settings, self.config_path)
+        changed = config_changes(before, self.settings, self.rule_digests, rules_now)
+        self.rule_digests = rules_now
         for section, (old, new) in changed.items():
             self.access.audit.record(actor, "config.reload", section, old, new)
 
@@ -358,6 +360,7 @@ def build_runtime(
         settings, leader_engine, samples.store, runtime.reader, samples.source, clock, registry, config_path,
         sink=runtime.notifier.submit, leadership=runtime.leadership,
     )
+    runtime.rule_digests = rule_file_digests(settings, config_path)
     runtime.live_cost = LiveCost(CostChanges(engine, clock), settings.cost, runtime.use_cost)
     runtime.live_cost.refresh()
     runtime.alerting.before_tick = runtime.live_cost.refresh

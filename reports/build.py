@@ -27,6 +27,7 @@ from reports.model import (
     TOKEN_DIMENSIONS,
     Anomaly,
     BudgetLine,
+    ChangeLine,
     Check,
     DayLine,
     FinanceReport,
@@ -226,6 +227,17 @@ def _anomalies(src: ReportSources, period: Period, limit: int, notes: list[str])
     return found, "" if found else "no cost alert (CostPerTokenSpike, TokenCostOverBudget) fired in this period"
 
 
+def _changes(src: ReportSources, period: Period, notes: list[str]) -> list[ChangeLine]:
+    if src.changes is None:
+        return []
+    try:
+        return src.changes(period.start_ms, period.end_ms)
+    except Exception as exc:  # a report without its change list beats no report
+        log.warning("reading the audit log failed", exc_info=True)
+        notes.append(f"the audit log could not be read: {type(exc).__name__}: {exc}")
+        return []
+
+
 def build_report(src: ReportSources, period: Period, top_anomalies: int = 10) -> FinanceReport:
     """The report of ``period`` as of ``src.now_ms``.
 
@@ -280,5 +292,5 @@ def _build(src: ReportSources, period: Period, top_anomalies: int) -> FinanceRep
         period=period, currency=src.settings.currency, generated_at_ms=src.now_ms, data_until_ms=data_until,
         totals=totals, spend=spend, tokens=tokens, checks=checks, budgets=budgets, forecast=forecast,
         anomalies=anomalies, anomalies_note=anomalies_note, prices=price_lines(src.settings, period), days=days,
-        idle_utilization=src.settings.idle_utilization, notes=notes,
+        idle_utilization=src.settings.idle_utilization, notes=notes, changes=_changes(src, period, notes),
     )

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from access.audit import AuditLog
+from reports.changes import AuditChanges
 from reports.model import SpendForecast
 from store.clock import Clock
 
@@ -75,8 +77,9 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         ledger = ledger_for(side, settings, clock)
         now = clock.now_ms()
         factory: ForecastFactory | None = args.forecast_factory
-        sources = ReportSources(ledger, settings.cost, now, AlertHistoryAnomalies(engine),
-                                factory(engine, settings, now) if factory is not None else None)
+        sources = ReportSources(ledger, ledger.book.settings, now, AlertHistoryAnomalies(engine),  # API changes too
+                                factory(engine, settings, now) if factory is not None else None,
+                                changes=AuditChanges(AuditLog(engine, clock)))
         rendered = render(build_report(sources, period, args.top), args.format)
     except FormatUnavailable as exc:
         print(f"error: {exc}", file=err)

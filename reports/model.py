@@ -93,6 +93,22 @@ AnomalySource = Callable[[int, int, int], list[Anomaly]]
 
 
 @dataclass(frozen=True)
+class ChangeLine:
+    """One entry of the audit log in the period: a price, budget, rule, threshold, silence or
+    token changed (``infermeter audit`` and ``GET /api/v1/audit`` have before and after)."""
+
+    at_ms: int
+    action: str
+    target: str
+    actor: str
+    role: str
+    address: str
+
+
+ChangeSource = Callable[[int, int], list[ChangeLine]]
+
+
+@dataclass(frozen=True)
 class ReportSources:
     """Everything a report is built from; the CLI and the API each assemble one."""
 
@@ -101,6 +117,7 @@ class ReportSources:
     now_ms: int
     anomalies: AnomalySource | None = None
     forecast: SpendForecast | None = None
+    changes: ChangeSource | None = None
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -249,6 +266,7 @@ class FinanceReport:
     days: list[DayLine]
     idle_utilization: float
     notes: list[str] = field(default_factory=list)
+    changes: list[ChangeLine] = field(default_factory=list)
 
     @property
     def reconciled(self) -> bool:

@@ -234,6 +234,11 @@ def render_pdf(r: FinanceReport) -> bytes:
     story += _section("Tokens and cost per 1M tokens", tokens)
     story += _section("Top cost anomalies", _anomalies(r))
     story += _section("Prices in effect", [_prices(r)])
+    story += _section("Changes in the period (audit log)", [_table(
+        ["When", "Change", "Object", "By"],
+        [[when(c.at_ms), c.action, c.target, f"{c.actor} ({c.role}) from {c.address}"] for c in r.changes],
+        [32 * mm, 28 * mm, 55 * mm, 60 * mm])] if r.changes else [_p("No prices, budgets, rules, silences or tokens "
+                                                                   "changed in the period.", SMALL)])
     story += _section("Reconciliation", [_table(
         ["Check", "Expected", "Actual", "Difference", "Result"],
         [[c.name, money(c.expected), money(c.actual), money(c.difference), "OK" if c.ok else "FAILED"] for c in r.checks],

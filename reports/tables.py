@@ -127,9 +127,17 @@ DAILY = (
     _c("spend_dollars", "number", "{currency}", "cost of the day"),
     _c("cumulative_dollars", "number", "{currency}", "cost from the period start to the end of the day"),
 )
+CHANGES = (
+    _c("at", "key", "", "when the change was made (ISO 8601 UTC)"),
+    _c("action", "key", "", "price.set, budget.set, budget.delete, config.reload, silence.*, token.*"),
+    _c("object", "text", "", "what changed, e.g. prices/gpu, budgets/model/llama-8b, alerts.thresholds"),
+    _c("actor", "text", "", "the token name or signed-in user (system for SIGHUP)"),
+    _c("role", "text", "", "viewer, operator or admin"),
+    _c("address", "text", "", "the client address (cli, signal:SIGHUP for local changes)"),
+)
 ALL_COLUMNS: dict[str, tuple[Column, ...]] = {
     "summary": SUMMARY, "checks": CHECKS, "spend": SPEND, "tokens": TOKENS, "budgets": BUDGETS,
-    "forecast": FORECAST, "anomalies": ANOMALIES, "prices": PRICES, "daily": DAILY,
+    "forecast": FORECAST, "anomalies": ANOMALIES, "prices": PRICES, "daily": DAILY, "changes": CHANGES,
 }
 
 
@@ -212,6 +220,8 @@ def sheets(r: FinanceReport) -> list[Sheet]:
         for p in r.prices]))
     out.append(Sheet("daily", "daily", "", "Spend per day", DAILY,
                      [((iso(d.day_ms) or "")[:10], d.dollars, d.cumulative) for d in r.days]))
+    out.append(Sheet("changes", "changes", "", "Changes in the period (audit log)", CHANGES,
+                     [(iso(c.at_ms), c.action, c.target, c.actor, c.role, c.address) for c in r.changes]))
     return out
 
 

@@ -123,7 +123,7 @@ async def budgets(runtime: RuntimeDep, _auth: PrincipalDep) -> dict[str, Any]:
         per_m = dollars / gen * 1e6 if gen else None
         out.append({**budget.model_dump(), "period_start_ms": start, "spend_dollars": dollars,
                     "spend_ratio": dollars / budget.spend_per_period if budget.spend_per_period else None,
-                    "cost_per_million_tokens": per_m,
+                    "measured_cost_per_million_tokens": per_m,
                     "cost_ratio": per_m / budget.cost_per_million_tokens if per_m and budget.cost_per_million_tokens else None})
     return {"status": "success", "data": out}
 

@@ -9,6 +9,7 @@ from forecast.ids import SeriesId
 from infermeter.api.deps import PrincipalDep, RuntimeDep
 from reports.anomalies import AlertHistoryAnomalies
 from reports.api import create_report_router
+from reports.changes import AuditChanges
 from reports.forecast import rest_of_period
 from reports.model import ReportSources, SpendForecast
 
@@ -23,7 +24,7 @@ def report_sources(runtime: RuntimeDep, _auth: PrincipalDep) -> ReportSources:
         forecast = lambda lo, hi: rest_of_period(service.latest(SeriesId("spend")), lo, hi)  # noqa: E731
     return ReportSources(
         runtime.alerting.ledger, runtime.settings.cost, runtime.clock.now_ms(), AlertHistoryAnomalies(runtime.engine),
-        forecast=forecast,
+        forecast=forecast, changes=AuditChanges(runtime.access.audit),
     )
 
 

@@ -24,7 +24,7 @@ CSV_HEADER = "period,section,dimension,key,metric,value,unit,detail"
 SHEETS = [
     "summary", "checks", "spend_component", "spend_model", "spend_node", "spend_gpu_model", "spend_tenant",
     "spend_purchase_class", "tokens_fleet", "tokens_model", "tokens_node", "tokens_tenant", "budgets", "forecast",
-    "anomalies", "prices", "daily", "data", "columns",
+    "anomalies", "prices", "daily", "changes", "data", "columns",
 ]
 # The columns of every sheet, pinned: changing one breaks spreadsheets built on them.
 HEADERS = {
@@ -40,6 +40,7 @@ HEADERS = {
                  "check_utilization check_request_mix check_autoscaling checks_note",
     "prices": "kind item effective_from rate_dollars rate_unit pue effective_to in_period",
     "daily": "day spend_dollars cumulative_dollars",
+    "changes": "at action object actor role address",
 }
 
 

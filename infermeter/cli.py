@@ -88,7 +88,7 @@ def cmd_up(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     server = settings.server
     scheme = "https" if server.tls_cert_file else "http"
     if not runtime.access.auth.enabled() and host not in ("127.0.0.1", "localhost", "::1"):
-        log.warning("listening on %s without any token or OIDC issuer: everyone who reaches the port is an admin; "
+        logging.getLogger("infermeter").warning("listening on %s without any token or OIDC issuer: everyone who reaches the port is an admin; "
                     "create a token (`infermeter tokens create --role admin`) or set INFERMETER_API_TOKEN", host)
     print(f"infermeter listening on {scheme}://{host}:{port} (store: {runtime.engine.url.render_as_string(hide_password=True)})", file=out, flush=True)
     uvicorn.run(app, host=host, port=port, log_level=settings.logging.level.lower(), access_log=False,

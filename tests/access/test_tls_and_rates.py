@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import json
 import ssl
 import subprocess
 import sys
@@ -94,7 +95,7 @@ def test_rate_limits_hold_per_principal_and_leave_probes_alone(tmp_path: Path) -
                          headers={"authorization": f"Bearer {other}"}).status_code == 200  # its own budget
         assert all(httpx.get(f"{base}/health").status_code == 200 for _ in range(20))  # probes are never limited
         assert httpx.get(f"{base}/api/v1/rules", headers=admin).status_code == 200  # cheap reads are not "query"
-        body = '{"samples": [{"metric": "m", "ts": %d, "value": 1}]}' % T0
+        body = json.dumps({"samples": [{"metric": "m", "ts": T0, "value": 1}]})
         pushes = [httpx.post(f"{base}/api/v1/samples", content=body, headers=admin).status_code for _ in range(4)]
         assert pushes == [200, 200, 200, 429]
         anonymous = [httpx.get(f"{base}/api/v1/series", params={"match[]": "m"}).status_code for _ in range(6)]

@@ -9,7 +9,10 @@ one byte a second, costs one timeout and nothing more.
 Transport: plain ``http://`` targets are fetched by :class:`~collector.http_client.PlainHttpClient`
 over one kept-alive connection per target (a small fraction of httpx's CPU per request);
 ``https``, targets that answer with a redirect (followed from then on by httpx) and targets
-that a proxy from the environment applies to go through the shared httpx client.
+that a proxy from the environment applies to go through the shared httpx client; a target with
+its own TLS settings (CA, client certificate, server name) gets an httpx client of its own.
+Credentials (:mod:`collector.scrape_auth`) go in an ``Authorization`` header, re-read per scrape
+from their files; a file that cannot be read fails the scrape with reason ``auth``.
 
 Parsing: a body up to ``INLINE_PARSE_BYTES`` is parsed on the event loop (a millisecond or
 less: cheaper than the hop to a thread and back); a larger one runs in a worker thread so it
@@ -27,6 +30,7 @@ import httpx
 
 from collector.exposition import ParseError, SeriesCache, is_openmetrics_content_type, parse_exposition
 from collector.http_client import FetchError, PlainHttpClient, Redirect, supports
+from collector.scrape_auth import CredentialError, ScrapeAuth
 from collector.source import Health, ScrapeResult
 from store.clock import Clock
 from store.types import SampleBatch
@@ -65,6 +69,7 @@ class HttpExpositionSource:
         body_limit: int = 64 * 1024 * 1024,
         series_limit: int = 0,
         plain_client: bool = True,
+        auth: ScrapeAuth | None = None,
     ) -> None:
         self.url = url
         self.client = client
@@ -72,13 +77,42 @@ class HttpExpositionSource:
         self.body_limit = body_limit
         self.series_limit = series_limit
         self.cache = SeriesCache()
+        self.auth = auth
+        self.headers = HEADERS
+        self._own_client: httpx.AsyncClient | None = None
+        self._setup_error: str | None = None
+        if auth is not None and auth.has_tls:
+            try:
+                self._own_client = httpx.AsyncClient(verify=auth.ssl_context(), follow_redirects=True)
+                self.client = self._own_client
+            except (OSError, ValueError) as exc:  # a missing or bad CA/certificate file: every scrape says so
+                self._setup_error = f"{url}: TLS settings unusable: {exc}"
         self.plain: PlainHttpClient | None = None
-        if plain_client and supports(url) and not _proxied(url):
+        self._use_plain = plain_client and supports(url) and not _proxied(url)
+        if self._use_plain:
             self.plain = PlainHttpClient(url, body_limit=body_limit, headers=HEADERS)
+
+    def _authorize(self) -> None:
+        """The Authorization header of this scrape; a changed one rebuilds the prepared request."""
+        if self.auth is None:
+            return
+        value = self.auth.header()
+        if value == self.headers.get("Authorization"):
+            return
+        self.headers = {**HEADERS, "Authorization": value} if value else HEADERS
+        if self.plain is not None:
+            self.plain.close()
+            self.plain = PlainHttpClient(self.url, body_limit=self.body_limit, headers=self.headers)
 
     async def collect(self, deadline: float) -> ScrapeResult:
         loop = asyncio.get_running_loop()
         now_ms = self.clock.now_ms()
+        if self._setup_error is not None:
+            return ScrapeResult.failed("tls", self._setup_error)
+        try:
+            self._authorize()
+        except CredentialError as exc:
+            return ScrapeResult.failed("auth", f"{self.url}: {exc}")
         try:
             async with asyncio.timeout_at(deadline):
                 body, content_type = await self._fetch(max(0.001, deadline - loop.time()))
@@ -128,7 +162,9 @@ class HttpExpositionSource:
         return await self._fetch_httpx(timeout_s)
 
     async def _fetch_httpx(self, timeout_s: float) -> tuple[bytes, str]:
-        request = self.client.build_request("GET", self.url, headers=HEADERS, timeout=timeout_s)
+        extensions = {"sni_hostname": self.auth.server_name} if self.auth and self.auth.server_name else None
+        request = self.client.build_request("GET", self.url, headers=self.headers, timeout=timeout_s,
+                                            extensions=extensions)
         response = await self.client.send(request, stream=True)
         try:
             response.raise_for_status()
@@ -146,4 +182,6 @@ class HttpExpositionSource:
     async def close(self) -> None:
         if self.plain is not None:
             self.plain.close()
+        if self._own_client is not None:
+            await self._own_client.aclose()
         self.cache.clear()

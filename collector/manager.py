@@ -61,7 +61,8 @@ class ScrapeManager:
 
     def _http_source(self, spec: TargetSpec) -> Source:
         return HttpExpositionSource(
-            spec.url, self._http(), self.clock, body_limit=spec.body_limit, series_limit=spec.series_limit
+            spec.url, self._http(), self.clock, body_limit=spec.body_limit, series_limit=spec.series_limit,
+            auth=spec.auth,
         )
 
     def _http(self) -> httpx.AsyncClient:

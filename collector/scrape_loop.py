@@ -31,6 +31,7 @@ import numpy as np
 from opentelemetry.trace import NoOpTracer, Span, StatusCode, Tracer
 
 from collector.appender import BatchingAppender
+from collector.scrape_auth import ScrapeAuth
 from collector.source import Health, ScrapeResult, Source
 from collector.target_gpus import target_gpu_key
 from store.clock import Clock
@@ -57,6 +58,8 @@ class TargetSpec:
     # The GPUs (indices or UUIDs on the target's host) its engine runs on, from the config:
     # written with every scrape as TARGET_GPU_INFO series, which the cost ledger reads.
     gpus: tuple[str, ...] = ()
+    # Credentials and TLS of an http target (its url and instance carry no userinfo).
+    auth: ScrapeAuth | None = None
 
     def target_labels(self) -> tuple[tuple[str, str], ...]:
         return (("instance", self.instance), ("job", self.job), *self.labels)

@@ -8,6 +8,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from collector.scrape_auth import split_userinfo
 from infermeter.alerting import rule_paths
 from infermeter.settings import Settings
 
@@ -22,10 +23,27 @@ def rule_file_digests(settings: Settings, config_path: str | None) -> dict[str, 
     return digests
 
 
+def _scrape(settings: Settings) -> dict[str, Any]:
+    """The scrape section with passwords written into URLs replaced (SecretStr fields dump as stars)."""
+    scrape = settings.scrape.model_dump(mode="json")
+    for target in scrape["targets"]:
+        target["urls"] = [_redacted(url) for url in target["urls"]]
+        target["gpus"] = {_redacted(url): gpus for url, gpus in target["gpus"].items()}
+    return scrape
+
+
+def _redacted(url: str) -> str:
+    bare, user, _password = split_userinfo(url)
+    if user is None:
+        return url
+    scheme, rest = bare.split("://", 1) if "://" in bare else ("", bare)
+    return f"{scheme}://{user}:<secret>@{rest}" if scheme else f"{user}:<secret>@{rest}"
+
+
 def _sections(settings: Settings) -> dict[str, Any]:
     alerts = settings.alerts.model_dump(mode="json")
     return {
-        "scrape": settings.scrape.model_dump(mode="json"),
+        "scrape": _scrape(settings),
         "nccl": settings.nccl.model_dump(mode="json"),
         "alerts.thresholds": alerts.pop("thresholds"),
         "alerts": alerts,

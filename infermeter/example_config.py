@@ -48,8 +48,29 @@ EXAMPLES: dict[str, Any] = {
             "labels": {"cluster": "lab"},
             "engine": "vllm",
             "gpus": {"10.0.0.12:8080": ["0", "1"]},
-        }
+        },
+        {
+            "job": "dcgm",
+            "urls": ["https://gpu-node-7.internal:9400/metrics"],
+            "engine": "dcgm",
+            "authorization": {"credentials_file": "/etc/infermeter/dcgm-token"},
+            "tls_config": {"ca_file": "/etc/infermeter/internal-ca.pem"},
+        },
+        {"job": "triton", "urls": ["http://10.0.0.13:8002/metrics"],
+         "basic_auth": {"username": "scraper", "password_file": "/etc/infermeter/triton-password"}},
+        {"job": "tgi", "urls": ["http://10.0.0.14:8080/metrics"],
+         "basic_auth": {"username": "scraper", "password": "prefer-password_file"}},
     ],
+    "security.tokens": [
+        {"name": "grafana", "role": "viewer",
+         "sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"},
+    ],
+    "security.oidc": {
+        "issuer": "https://sso.example.com/realms/ops", "audience": "infermeter",
+        "jwks_url": "https://sso.example.com/realms/ops/protocol/openid-connect/certs", "role_claim": "groups",
+        "roles": {"infermeter-admins": "admin", "ml-oncall": "operator", "staff": "viewer"},
+        "name_claim": "preferred_username", "leeway_s": 30,
+    },
     "agent.remote_write": [
         {"url": "http://victoriametrics:8428/api/v1/write"},
         {"url": "http://infermeter:8000/api/v1/write", "headers": {"Authorization": "Bearer <token>"}, "timeout": "10s"},
@@ -269,7 +290,13 @@ def _field_lines(
 def _example_lines(key: str, info: FieldInfo, indent: int, path: str) -> list[str]:
     raw = EXAMPLES[path] if path in EXAMPLES else _synth(info.annotation, info.metadata, path)
     item = _item_model(info.annotation)
-    value = [item.model_validate(entry) for entry in raw] if item is not None else raw
+    model = _model(info.annotation)
+    if item is not None:
+        value = [item.model_validate(entry) for entry in raw]
+    elif model is not None and isinstance(raw, dict):  # an optional section, null by default
+        value = model.model_validate(raw)
+    else:
+        value = raw
     body = _field_lines(key, value, info, 0, path, describe=True, examples=False)
     body = body[len(_comment(info.description, 0)) :]  # the description is above the default already
     pad = " " * indent

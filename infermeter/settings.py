@@ -20,6 +20,7 @@ from cost.prices import CostSettings
 from dashboard.settings import DashboardSettings
 from infermeter.settings_base import DurationMs, Strict, http_url
 from infermeter.settings_fleet import AgentSettings, HaSettings, RemoteEngineSettings
+from infermeter.settings_scrape_auth import Authorization, BasicAuth, TlsConfig
 from store.options import StoreOptions
 from store.types import LABEL_NAME_RE
 from worker.config import WorkerConfig
@@ -154,6 +155,18 @@ class TargetSettings(Strict):
         "cost goes to its model. Without it, engines on a host where infermeter reads NVML are matched to "
         "GPUs by their processes; otherwise a node's tokens are spread over all its GPUs",
     )
+
+    basic_auth: BasicAuth | None = Field(None, description="username and password (or password_file)")
+    authorization: Authorization | None = Field(
+        None, description="an Authorization header: type (Bearer) and credentials or credentials_file"
+    )
+    tls_config: TlsConfig | None = Field(None, description="CA, client certificate and server name for https")
+
+    @model_validator(mode="after")
+    def _one_auth(self) -> TargetSettings:
+        if self.basic_auth is not None and self.authorization is not None:
+            raise ValueError("basic_auth and authorization are mutually exclusive")
+        return self
 
     @model_validator(mode="after")
     def _gpus_name_urls(self) -> TargetSettings:

@@ -17,9 +17,11 @@ from collector.manager import SourceFactory
 from collector.nccl.source import NcclLogSource
 from collector.nvml import NvmlGpuSource
 from collector.nvml.attribution import EngineTarget, ProcessTable
+from collector.scrape_auth import split_userinfo
 from collector.scrape_loop import TargetSpec
 from collector.source import Source
-from infermeter.settings import ScrapeSettings, Settings
+from infermeter.settings import ScrapeSettings, Settings, TargetSettings
+from infermeter.settings_scrape_auth import scrape_auth
 from store.clock import Clock
 
 
@@ -37,24 +39,27 @@ def _local(job: str, url: str, host: str, interval_ms: int, kind: str, options: 
     )
 
 
+def _http_spec(scrape: ScrapeSettings, target: TargetSettings, url: str) -> TargetSpec:
+    """``url``'s credentials, if it has any, go to the spec's auth; never to url or instance."""
+    bare, user, password = split_userinfo(url)
+    return TargetSpec(
+        job=target.job,
+        url=bare,
+        instance=urlsplit(bare).netloc,
+        interval_s=(target.interval or scrape.interval) / 1000,
+        timeout_s=(target.timeout or scrape.timeout) / 1000,
+        labels=tuple(sorted(target.labels.items())),
+        body_limit=scrape.body_limit,
+        series_limit=scrape.series_limit,
+        options=(("engine", target.engine),),
+        gpus=target.gpus_of(url),
+        auth=scrape_auth(target.basic_auth, target.authorization, target.tls_config, user, password),
+    )
+
+
 def _http_specs(scrape: ScrapeSettings) -> list[TargetSpec]:
     """One target per URL of every job, with the job's settings or the scrape defaults."""
-    return [
-        TargetSpec(
-            job=target.job,
-            url=url,
-            instance=urlsplit(url).netloc,
-            interval_s=(target.interval or scrape.interval) / 1000,
-            timeout_s=(target.timeout or scrape.timeout) / 1000,
-            labels=tuple(sorted(target.labels.items())),
-            body_limit=scrape.body_limit,
-            series_limit=scrape.series_limit,
-            options=(("engine", target.engine),),
-            gpus=target.gpus_of(url),
-        )
-        for target in scrape.targets
-        for url in target.urls
-    ]
+    return [_http_spec(scrape, target, url) for target in scrape.targets for url in target.urls]
 
 
 def _local_engines(specs: list[TargetSpec], host: str) -> list[list[object]]:

@@ -291,6 +291,7 @@ def _example_lines(key: str, info: FieldInfo, indent: int, path: str) -> list[st
     raw = EXAMPLES[path] if path in EXAMPLES else _synth(info.annotation, info.metadata, path)
     item = _item_model(info.annotation)
     model = _model(info.annotation)
+    value: Any
     if item is not None:
         value = [item.model_validate(entry) for entry in raw]
     elif model is not None and isinstance(raw, dict):  # an optional section, null by default

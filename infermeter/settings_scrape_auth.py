@@ -10,7 +10,7 @@ from infermeter.settings_base import Strict
 
 
 class BasicAuth(Strict):
-    username: str = Field(min_length=1)
+    username: str = Field(min_length=1, description="the user name sent with every scrape")
     password: SecretStr | None = Field(None, description="prefer password_file")
     password_file: str | None = Field(None, description="read at each scrape when it changed")
 

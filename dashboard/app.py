@@ -37,7 +37,8 @@ OFF_MS = 24 * 3_600_000  # the interval's period when live refresh is off (it is
 
 
 def page_layout(page: Page, **_query: object) -> html.Div:
-    return grid(page.panels, page.intro)
+    body = grid(page.panels, page.intro)
+    return html.Div([body, page.extra()]) if page.extra is not None else body
 
 
 def page_href(prefix: str, page: Page) -> str:

@@ -17,11 +17,12 @@ from __future__ import annotations
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from access.principal import Principal
 from alerts.engine import RuleEngine
 from alerts.notify.silences import SilenceStore
 from alerts.scaling import ScaleAdvisor
@@ -179,6 +180,9 @@ class Sources:
     role: Callable[[], dict[str, object]] = field(default=lambda: _ALONE)
     # The price book now (prices and budgets edited through the API change it); None: ``cost``.
     live_cost: Callable[[], CostSettings] | None = None
+    # Change prices and budgets as ``principal`` from ``address``: (action, fields, principal,
+    # address) -> what was stored; raises ValueError naming the problem. None: read-only.
+    edit_cost: Callable[[str, dict[str, Any], Principal, str], dict[str, Any]] | None = None
 
     def price_book(self) -> CostSettings:
         return self.live_cost() if self.live_cost is not None else self.cost
@@ -217,6 +221,7 @@ def sources_from_runtime(runtime: RuntimeLike) -> Sources:
         promql=getattr(runtime, "source", None),
         role=getattr(runtime, "role", lambda: _ALONE),
         live_cost=lambda: runtime.settings.cost,
+        edit_cost=getattr(runtime, "edit_cost", None),
     )
 
 

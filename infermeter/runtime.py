@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, text
 
 from access.audit import SYSTEM, Actor
+from access.principal import Principal
 from access.service import Access, build_access
 from alerts.notify.service import Notifier
 from alerts.rulefile import RuleFileError
@@ -39,12 +40,14 @@ from infermeter import db
 from infermeter.alerting import Alerting, build_alerting, load_rule_groups
 from infermeter.config_audit import config_changes, rule_file_digests
 from infermeter.config_file import ConfigError, load_settings
+from infermeter.cost_edits import edit_cost
 from infermeter.live_cost import LiveCost
 from infermeter.pair import Pair, PairCollector, build_pair
 from infermeter.self_metrics import ApiMetrics, StoreCollector, build_registry
 from infermeter.settings import Settings
 from infermeter.targets import source_factories, target_specs
 from infermeter.telemetry import Telemetry
+from infermeter.tenant_series import TenantSeries
 from promql import SampleSource
 from promql.sources import StoreSource
 from remote import EngineClient, RemoteReader, RemoteSampleStore, RemoteSource
@@ -87,6 +90,7 @@ class Runtime:
     access: Access = field(init=False)  # built by build_runtime
     live_cost: LiveCost = field(init=False)  # the config's prices + those changed through the API
     rule_digests: dict[str, str] = field(default_factory=dict)  # of the rule files as last loaded
+    tenant_series: TenantSeries = field(default_factory=TenantSeries)  # series each pusher created
     alerting: Alerting | None = None
     notifier: Notifier | None = None
     worker: EmbeddedWorker | None = None
@@ -221,6 +225,10 @@ class Runtime:
             self.alerting.book.use(cost)
             if self.alerting.forecasting is not None:
                 self.alerting.forecasting.budgets = list(cost.budgets)
+
+    def edit_cost(self, action: str, fields: dict[str, Any], principal: Principal, address: str) -> dict[str, Any]:
+        """The dashboard's price and budget changes (the API's routes use the same editor)."""
+        return edit_cost(self, action, fields, Actor(principal, address))
 
     def dcgm_exposition(self) -> str:
         """Local GPU series under dcgm-exporter's names, when configured (for /metrics)."""

@@ -20,6 +20,7 @@ from cost.prices import CostSettings
 from dashboard.settings import DashboardSettings
 from infermeter.settings_base import DurationMs, Strict, http_url
 from infermeter.settings_fleet import AgentSettings, HaSettings, RemoteEngineSettings
+from infermeter.settings_limits import IngestLimits
 from infermeter.settings_scrape_auth import Authorization, BasicAuth, TlsConfig
 from store.options import StoreOptions
 from store.types import LABEL_NAME_RE
@@ -39,6 +40,7 @@ class ServerSettings(Strict):
     open_reads: bool = Field(
         True, description="reads (queries, alerts, cost, the dashboard) answer without a token unless this is false"
     )
+    ingest: IngestLimits = Field(IngestLimits(), description=IngestLimits.__doc__)
     tls_cert_file: str | None = Field(None, description="serve HTTPS with this PEM certificate (chain) file")
     tls_key_file: str | None = Field(None, description="the private key of tls_cert_file (PEM)")
 
@@ -100,6 +102,15 @@ class StoreSettings(Strict):
         "boundary instead of waiting for the chunk range",
     )
 
+    max_future: DurationMs = Field(
+        600_000, description="samples stamped further than this ahead of the clock are rejected (too_far_in_future)"
+    )
+    max_series: int = Field(
+        1_000_000, ge=0,
+        description="active series (written or created within idle_flush) the embedded store takes; new series "
+        "beyond it are refused with their samples (series_limit, a 422 naming the limit on push); 0: no limit",
+    )
+
     @field_validator("url")
     @classmethod
     def _known_backend(cls, url: str) -> str:
@@ -132,6 +143,8 @@ class StoreSettings(Strict):
             rollup_retention_ms={60_000: self.retention.rollup_1m, 3_600_000: self.retention.rollup_1h},
             rollup_cache_rows=self.rollup_cache_rows,
             max_head_samples=self.max_head_samples,
+            max_future_ms=self.max_future,
+            max_series=self.max_series,
         )
 
 

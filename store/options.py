@@ -35,6 +35,12 @@ class StoreOptions:
     max_head_samples: int = 10_000_000
     # Rollup rows of recently read series kept in memory (about 72 bytes a row); 0 disables.
     rollup_cache_rows: int = 2_000_000
+    # Samples stamped more than this ahead of the store's clock are rejected ("too far in the
+    # future"): one sample from a broken clock would otherwise make every real one "too old".
+    max_future_ms: int = 10 * MINUTE_MS
+    # Active series (written or created within idle_flush_ms) the store takes; a new series
+    # beyond it is refused ("series_limit") and its samples with it. 0: no limit.
+    max_series: int = 0
 
     def __post_init__(self) -> None:
         for resolution in self.rollup_resolutions_ms:

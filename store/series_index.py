@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -16,6 +16,9 @@ from store.regex import RegexError, label_regex
 from store.types import Int64Array, SeriesKey
 
 MatchOp = Literal["=", "!=", "=~", "!~"]
+
+
+REFUSED = 0  # the id of a key the series limit kept out (store ids start at 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +107,14 @@ class SeriesIndex:
     def max_id(self) -> int:
         return self._max_id
 
-    def resolve(self, keys: Sequence[SeriesKey], backend: Backend, cur: Any, now_ms: int) -> Int64Array:
+    def resolve(self, keys: Sequence[SeriesKey], backend: Backend, cur: Any, now_ms: int,
+                room: Callable[[], int | None] | None = None) -> Int64Array:
         """Ids for ``keys``, inserting unknown series through ``cur`` (caller commits).
 
         New ids are only remembered once the caller calls :meth:`commit_new` after its
-        transaction commits, so a rolled-back batch leaves no phantom ids behind.
+        transaction commits, so a rolled-back batch leaves no phantom ids behind. ``room``
+        (asked only when some key is new): how many series may still be created (None: any);
+        keys beyond it get the id :data:`REFUSED`.
         """
         ids = np.empty(len(keys), dtype=np.int64)
         missing: list[int] = []
@@ -123,20 +129,28 @@ class SeriesIndex:
             fresh: dict[SeriesKey, int] = {}
             todo = [keys[i] for i in missing if keys[i] not in fresh]
             unique = list(dict.fromkeys(todo))
+            allowed = room() if room is not None else None
+            if allowed is not None and len(unique) > allowed:
+                for key in unique[max(allowed, 0):]:
+                    fresh[key] = REFUSED
+                unique = unique[: max(allowed, 0)]
             rows = [(k.name, labels_json(k), k.hash64(), now_ms) for k in unique]
             for key, sid in zip(unique, backend.insert_series(cur, rows)):
                 fresh[key] = sid
             for i in missing:
                 ids[i] = fresh[keys[i]]
-            self._uncommitted = fresh
+            self._uncommitted = {k: v for k, v in fresh.items() if v != REFUSED}
         else:
             self._uncommitted = {}
         return ids
 
-    def commit_new(self) -> None:
+    def commit_new(self) -> list[int]:
+        """Remember the series the committed transaction created; returns their ids."""
+        created = list(self._uncommitted.values())
         for key, sid in self._uncommitted.items():
             self._add(sid, key)
         self._uncommitted = {}
+        return created
 
     def forget_new(self) -> None:
         self._uncommitted = {}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
@@ -35,7 +35,7 @@ from store.clock import Clock
 from store.head import NEVER, Head
 from store.options import MINUTE_MS, StoreOptions
 from store.rollup_cache import RollupCache
-from store.series_index import SeriesIndex
+from store.series_index import REFUSED, SeriesIndex
 from store.types import Float64Array, Int64Array, SampleBatch, SeriesKey
 from store.wal import decode_wal, encode_wal
 
@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 class RejectReason(str, Enum):
     TOO_OLD = "too_old"  # older than the out-of-order window, or below flushed chunks
     CONFLICT = "duplicate_conflict"  # same series and timestamp, different value
+    TOO_NEW = "too_far_in_future"  # stamped more than max_future_ms ahead of the store's clock
+    SERIES_LIMIT = "series_limit"  # a new series beyond max_series active series
 
 
 @dataclass(slots=True)
@@ -65,7 +67,9 @@ class AppendResult:
         }
 
 
-_ACCEPT, _DUPLICATE, _TOO_OLD, _CONFLICT = 0, 1, 2, 3
+_ACCEPT, _DUPLICATE, _TOO_OLD, _CONFLICT, _TOO_NEW, _SERIES_LIMIT = 0, 1, 2, 3, 4, 5
+_REASONS = {_TOO_OLD: RejectReason.TOO_OLD, _CONFLICT: RejectReason.CONFLICT, _TOO_NEW: RejectReason.TOO_NEW,
+            _SERIES_LIMIT: RejectReason.SERIES_LIMIT}
 
 
 class TimeSeriesStore:
@@ -102,6 +106,7 @@ class TimeSeriesStore:
         self._last_retention_ms = NEVER
         self.stats = {"appended": 0, "duplicates": 0, "rejected": 0, "checkpoints": 0}
         self._rejected: dict[RejectReason, int] = {reason: 0 for reason in RejectReason}
+        self._born_ms = np.full(0, NEVER, np.int64)  # per series id: when this process created it
 
     # -- lifecycle ---------------------------------------------------------------------------
     def open(self) -> None:
@@ -159,25 +164,24 @@ class TimeSeriesStore:
                 if batch.key_ids is not None:
                     key_ids = self._checked_ids(batch)
                 else:
-                    key_ids = self.index.resolve(batch.keys, self.backend, cur, now)
+                    key_ids = self.index.resolve(batch.keys, self.backend, cur, now, self._room_for(now))
                 sid = key_ids[batch.key_index]
                 self.head.ensure_capacity(int(sid.max()))
                 sid, ts, val = _sorted(sid, np.asarray(batch.ts_ms, np.int64), np.asarray(batch.values, np.float64))
-                status = self._validate(sid, ts, val)
+                status = self._validate(sid, ts, val, now)
                 accepted = status == _ACCEPT
                 if not accepted.all():
                     sid, ts, val = sid[accepted], ts[accepted], val[accepted]
                 if len(sid):
                     self.backend.insert_wal(cur, now, len(sid), encode_wal(sid, ts, val))
-            self.index.commit_new()
+            self._born(self.index.commit_new(), now)
             self.head.add(sid, ts, val)
-            counts = np.bincount(status, minlength=4)
+            counts = np.bincount(status, minlength=len(_REASONS) + 2)
             result.accepted = int(counts[_ACCEPT])
             result.duplicates = int(counts[_DUPLICATE])
-            if counts[_TOO_OLD]:
-                result.rejected[RejectReason.TOO_OLD] = int(counts[_TOO_OLD])
-            if counts[_CONFLICT]:
-                result.rejected[RejectReason.CONFLICT] = int(counts[_CONFLICT])
+            for code, reason in _REASONS.items():
+                if counts[code]:
+                    result.rejected[reason] = int(counts[code])
             self.stats["appended"] += result.accepted
             self.stats["duplicates"] += result.duplicates
             self.stats["rejected"] += result.rejected_total
@@ -191,11 +195,41 @@ class TimeSeriesStore:
         if self._conn is None:
             raise RuntimeError("the store is not open for writing")
         with self.lock:
+            now = self.clock.now_ms()
             with self.transaction() as cur:
-                ids = self.index.resolve(keys, self.backend, cur, self.clock.now_ms())
-            self.index.commit_new()
+                ids = self.index.resolve(keys, self.backend, cur, now, self._room_for(now))
+            self._born(self.index.commit_new(), now)
             self.head.ensure_capacity(int(ids.max()) if len(ids) else 0)
             return ids
+
+    # -- the series limit ----------------------------------------------------------------------
+    def _room_for(self, now_ms: int) -> Callable[[], int | None] | None:
+        """How many series may still be created (asked only when a batch brings new ones)."""
+        limit = self.options.max_series
+        if not limit:
+            return None
+        return lambda: limit - self.active_series(now_ms)
+
+    def _born(self, created: list[int], now_ms: int) -> None:
+        if not created:
+            return
+        top = max(created)
+        if top >= len(self._born_ms):
+            grown = np.full(max(top + 1, 2 * len(self._born_ms), 1024), NEVER, np.int64)
+            grown[: len(self._born_ms)] = self._born_ms
+            self._born_ms = grown
+        self._born_ms[np.asarray(created, np.int64)] = now_ms
+
+    def active_series(self, now_ms: int) -> int:
+        """Series written, or created, within ``idle_flush_ms``: what ``max_series`` counts."""
+        since = now_ms - self.options.idle_flush_ms
+        written = self.head.last_ts >= since
+        born = np.zeros(len(written), bool)
+        n = min(len(written), len(self._born_ms))
+        born[:n] = self._born_ms[:n] >= since
+        if len(written):
+            written[0] = born[0] = False  # id 0 is no series
+        return int(np.count_nonzero(written | born))
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:
@@ -218,11 +252,11 @@ class TimeSeriesStore:
         ids = np.asarray(batch.key_ids, dtype=np.int64)
         if len(ids) != len(batch.keys):
             raise ValueError("key_ids must give one id per key")
-        if len(ids) and (ids.min() < 1 or ids.max() > self.index.max_id()):
+        if len(ids) and (ids.min() < 0 or ids.max() > self.index.max_id()):  # 0: refused by the series limit
             raise ValueError("key_ids holds ids this store did not hand out")
         return ids
 
-    def _validate(self, sid: Int64Array, ts: Int64Array, val: Float64Array) -> npt.NDArray[np.int8]:
+    def _validate(self, sid: Int64Array, ts: Int64Array, val: Float64Array, now_ms: int) -> npt.NDArray[np.int8]:
         head = self.head
         bits = val.view(np.uint64)
         status = np.zeros(len(sid), dtype=np.int8)
@@ -230,6 +264,8 @@ class TimeSeriesStore:
         same = np.flatnonzero((sid[1:] == sid[:-1]) & (ts[1:] == ts[:-1])) + 1
         if len(same):
             status[same] = np.where(bits[same] == bits[same - 1], _DUPLICATE, _CONFLICT)
+        status[ts > now_ms + self.options.max_future_ms] = _TOO_NEW
+        status[sid == REFUSED] = _SERIES_LIMIT
         last = head.last_ts[sid]
         window = self.options.out_of_order_window_ms
         floor = np.where(last == NEVER, NEVER, last - window)

@@ -116,6 +116,10 @@ class SampleBatch:
     def __len__(self) -> int:
         return len(self.key_index)
 
+    def select(self, keep: npt.NDArray[np.bool_]) -> SampleBatch:
+        """The samples where ``keep`` is true (the keys stay; unused ones do no harm)."""
+        return SampleBatch(self.keys, self.key_index[keep], self.ts_ms[keep], self.values[keep], self.key_ids)
+
     @classmethod
     def empty(cls) -> SampleBatch:
         return cls([], np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))

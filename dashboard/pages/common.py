@@ -24,6 +24,7 @@ class Page:
     panels: tuple[Panel, ...]
     register: Callable[[Dash, PanelContext], None]
     intro: str = ""
+    extra: Callable[[], Any] | None = None  # components under the panels (the cost page's editor)
 
 
 GPU_HINT = ("no GPU series in this range: enable local GPUs with gpu.nvml: auto (NVML), or add a dcgm-exporter "

@@ -14,6 +14,7 @@ from dashboard.figures.series import add_thresholds, forecast_figure, lines_figu
 from dashboard.model import Line
 from dashboard.pages import overview
 from dashboard.pages.common import FORECAST_HINT, LEDGER_HINT, LIVE_COST_HINT, Page, hint
+from dashboard.pages.cost_editor import editor_layout, register_editor
 from dashboard.panel import Panel, PanelContext, graph_panel, graph_panels, table_panel
 from dashboard.queries import NODE_GPU_SOURCE, View, one_of
 from dashboard.tables import prices_tables
@@ -86,7 +87,7 @@ def per_token(ctx: PanelContext, view: View) -> Figure:
     band = cost_reads.forecast_band(points, view.now_ms) if points is not None else None
     figure = forecast_figure(lines, band, empty_text=hint(view, LIVE_COST_HINT), no_forecast_text=why or FORECAST_HINT,
                              y_title="$ per 1M tokens", y_format="$,.3f")
-    budget = cost_reads.unit_budget(src.cost, view.filters)
+    budget = cost_reads.unit_budget(src.price_book(), view.filters)
     if budget is not None and budget.cost_per_million_tokens and figure["data"]:
         scope = f"model {budget.model}" if budget.scope == "model" else "fleet"
         add_thresholds(figure, [(budget.cost_per_million_tokens, f"{scope} budget ${budget.cost_per_million_tokens:g}")])
@@ -104,7 +105,9 @@ def register(app: Dash, ctx: PanelContext) -> None:
     graph_panel(app, ctx, PER_TOKEN, lambda v: per_token(ctx, v))
     graph_panel(app, ctx, BUDGET, lambda v: overview.budget(ctx, v))
     table_panel(app, ctx, PRICES, lambda v: prices(ctx, v))
+    register_editor(app, ctx)
 
 
 PAGE = Page("dashboard.pages.cost", "/cost", "Cost", 3, PANELS, register,
-            intro="Spend comes from the hourly cost ledger; $/h and per-token lines from the live cost series (each minute).")
+            intro="Spend comes from the hourly cost ledger; $/h and per-token lines from the live cost series (each minute).",
+            extra=editor_layout)

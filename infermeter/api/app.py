@@ -27,6 +27,7 @@ from infermeter.api import (
     routes_promql,
     routes_read,
     routes_reports,
+    routes_series,
     routes_write,
 )
 from infermeter.api.deps import AccessDenied, ActorDep, authorize, editor
@@ -141,6 +142,7 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
 
     app.include_router(routes_write.router)
     app.include_router(routes_promql.router)
+    app.include_router(routes_series.router)
     app.include_router(routes_read.router)
     app.include_router(routes_alerts.router)
     app.include_router(routes_cost.router)

@@ -3,10 +3,34 @@ string and, for POST, the form body; errors in Prometheus's shape."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import parse_qsl
 
-from fastapi import Request
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+
+from infermeter.api.params import BadParam, parse_time_ms
+
+Endpoint = Callable[..., Awaitable[Any]]
+
+
+def get_and_post(router: APIRouter, path: str) -> Callable[[Endpoint], Endpoint]:
+    """Register a route for GET and POST under two operation ids (one OpenAPI entry each)."""
+
+    def register(fn: Endpoint) -> Endpoint:
+        for method in ("GET", "POST"):
+            router.add_api_route(path, fn, methods=[method], operation_id=f"{fn.__name__}_{method.lower()}")
+        return fn
+
+    return register
+
+
+def time_param(params: Params, name: str, now: int, default: int | None) -> int:
+    try:
+        return parse_time_ms(name, params.get(name), now, default)
+    except BadParam as exc:
+        raise ApiError("bad_data", f'invalid parameter "{name}": {exc}') from None
 
 
 class ApiError(Exception):

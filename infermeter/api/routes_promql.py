@@ -12,7 +12,7 @@ from __future__ import annotations
 import platform
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
@@ -23,17 +23,16 @@ from infermeter import __version__
 from infermeter.api.deps import RuntimeDep
 from infermeter.api.engine_proxy import forward
 from infermeter.api.legacy_range import legacy_range
-from infermeter.api.params import BadParam, parse_step_ms, parse_time_ms
-from infermeter.api.prom_params import ApiError, Params
+from infermeter.api.params import BadParam, parse_step_ms
+from infermeter.api.prom_params import ApiError, Endpoint, Params, time_param
+from infermeter.api.prom_params import get_and_post as register_both
+from infermeter.api.routes_series import metric_names
 from promql import EvalContext, ExprError, Vector
 from promql import parse as parse_expr
 from promql.aggregate import format_value
 from promql.promql import to_promql
 from promql.range_query import QueryTimeout, check_resolution, deadline_after, evaluate_range
 from store.durations import parse_duration_ms
-from store.selector_text import SelectorError, parse_selector
-from store.series_index import Selector
-from store.types import SeriesKey
 
 if TYPE_CHECKING:
     from infermeter.runtime import Runtime
@@ -42,18 +41,8 @@ router = APIRouter(prefix="/api/v1", tags=["query"])
 LEGACY = ("fn", "by", "agg", "quantile")  # infermeter's stepped-fold extension of query_range
 
 
-Endpoint = Callable[..., Awaitable[Any]]
-
-
 def get_and_post(path: str) -> Callable[[Endpoint], Endpoint]:
-    """Register a route for GET and POST under two operation ids (one OpenAPI entry each)."""
-
-    def register(fn: Endpoint) -> Endpoint:
-        for method in ("GET", "POST"):
-            router.add_api_route(path, fn, methods=[method], operation_id=f"{fn.__name__}_{method.lower()}")
-        return fn
-
-    return register
+    return register_both(router, path)
 
 
 def _fmt(value: float) -> str:
@@ -74,11 +63,7 @@ def _expression(text: str | None) -> Any:
         raise ApiError("bad_data", f'invalid parameter "query": {line}:{col}: parse error: {exc.message}') from None
 
 
-def _time(params: Params, name: str, now: int, default: int | None) -> int:
-    try:
-        return parse_time_ms(name, params.get(name), now, default)
-    except BadParam as exc:
-        raise ApiError("bad_data", f'invalid parameter "{name}": {exc}') from None
+_time = time_param
 
 
 def _timeout(params: Params, runtime: Runtime) -> float:
@@ -173,102 +158,6 @@ async def query_range(request: Request, runtime: RuntimeDep) -> Any:
         return exc.response()
 
 
-def _selectors(params: Params, required: bool) -> list[Selector]:
-    texts = params.all("match[]")
-    if required and not texts:
-        raise ApiError("bad_data", "no match[] parameter provided")
-    out = []
-    for text in texts:
-        try:
-            out.append(parse_selector(text))
-        except SelectorError as exc:
-            raise ApiError("bad_data", f'invalid parameter "match[]": {exc}') from None
-    return out
-
-
-def _matching(runtime: Runtime, params: Params, required: bool) -> list[dict[str, str]] | None:
-    """The label sets of the series any ``match[]`` selects (None without match[]); with
-    ``start``/``end``, only series that have samples in that range."""
-    selectors = _selectors(params, required)
-    if not selectors:
-        return None
-    now = runtime.clock.now_ms()
-    start = _time(params, "start", now, -(1 << 62))
-    end = _time(params, "end", now, 1 << 62)
-    bounded = params.get("start") is not None or params.get("end") is not None
-    seen: dict[int, dict[str, str]] = {}
-    for sel in selectors:
-        found = runtime.reader.active(sel, max(start, 0), end) if bounded else runtime.reader.select(sel)
-        for sid, key in found:
-            seen[sid] = {"__name__": key.name, **key.labels_dict()}
-    return [seen[sid] for sid in sorted(seen)]
-
-
-@get_and_post("/series")
-async def series(request: Request, runtime: RuntimeDep) -> Any:
-    """Label sets of the series matching any ``match[]`` (``start``/``end`` narrow them)."""
-    try:
-        params = await Params.of(request)
-        if runtime.engine_client is not None:
-            return await forward(runtime, "/api/v1/series", params)
-        found = await run_in_threadpool(_matching, runtime, params, True)
-        return {"status": "success", "data": found}
-    except ApiError as exc:
-        return exc.response()
-
-
-def _all_keys(runtime: Runtime) -> list[SeriesKey]:
-    tsdb = runtime.tsdb
-    assert tsdb is not None  # the remote backend forwards before reaching here
-    with tsdb.lock:
-        return tsdb.index.keys()
-
-
-def _metric_names(runtime: Runtime) -> set[str]:
-    tsdb = runtime.tsdb
-    assert tsdb is not None
-    with tsdb.lock:
-        return set(tsdb.index.metrics())
-
-
-@get_and_post("/labels")
-async def labels(request: Request, runtime: RuntimeDep) -> Any:
-    """Every label name (of the series ``match[]`` selects, when given), sorted."""
-    try:
-        params = await Params.of(request)
-        if runtime.engine_client is not None:
-            return await forward(runtime, "/api/v1/labels", params)
-        found = await run_in_threadpool(_matching, runtime, params, False)
-        if found is None:
-            names = {"__name__"} | {name for key in await run_in_threadpool(_all_keys, runtime) for name, _ in key.labels}
-        else:
-            names = {name for labels in found for name in labels}
-        return {"status": "success", "data": sorted(names)}
-    except ApiError as exc:
-        return exc.response()
-
-
-@router.get("/label/{name}/values")
-async def label_values(name: str, request: Request, runtime: RuntimeDep) -> Any:
-    """Every value of label ``name`` (``__name__``: metric names), of the series ``match[]``
-    selects when given, sorted."""
-    try:
-        params = await Params.of(request)
-        if runtime.engine_client is not None:
-            return await forward(runtime, f"/api/v1/label/{name}/values", params)
-        found = await run_in_threadpool(_matching, runtime, params, False)
-        if found is None:
-            if name == "__name__":
-                values = _metric_names(runtime)
-            else:
-                values = {key.get(name) for key in await run_in_threadpool(_all_keys, runtime)} - {""}
-        else:
-            values = {labels.get(name, "") for labels in found} - {""}
-        return {"status": "success", "data": sorted(values)}
-    except ApiError as exc:
-        return exc.response()
-
-
 @router.get("/metadata")
 async def metadata(request: Request, runtime: RuntimeDep, metric: str | None = None, limit: int | None = None) -> Any:
     """Type, help and unit per metric name: the canonical set's (collector/mapping/canonical.py)
@@ -277,7 +166,7 @@ async def metadata(request: Request, runtime: RuntimeDep, metric: str | None = N
 
     if runtime.engine_client is not None:
         return await forward(runtime, "/api/v1/metadata", await Params.of(request))
-    stored = _metric_names(runtime)
+    stored = await run_in_threadpool(metric_names, runtime)
     data: dict[str, list[dict[str, str]]] = {}
     for family, meta in sorted(CANONICAL.items()):
         present = family in stored or (meta.type == "histogram" and f"{family}_bucket" in stored)

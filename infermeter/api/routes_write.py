@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from access.principal import Principal
 from infermeter.api.deps import PrincipalDep, RuntimeDep
 from infermeter.api.ingest import BadPayload, BodyTooLarge, decode_exposition, decode_json, decompress
+from infermeter.api.ingest_limits import check_batch
 from infermeter.api.remote_write import decode_remote_write
+from infermeter.runtime import Runtime
+from infermeter.tenant_series import TenantOverLimit
+from store.tsdb import RejectReason
 from store.types import SampleBatch
 
 router = APIRouter(prefix="/api/v1", tags=["ingest"])
@@ -94,5 +100,44 @@ async def push_samples(request: Request, runtime: RuntimeDep, _auth: PrincipalDe
     except BadPayload as exc:
         metrics.ingest_errors.labels("bad_payload").inc()
         return _error(exc.status, exc.where, exc.message)
+    try:
+        batch = await run_in_threadpool(_within_limits, runtime, batch, tenant(request, _auth))
+    except BadPayload as exc:
+        metrics.ingest_errors.labels("limit").inc()
+        return _error(exc.status, exc.where, exc.message)
     result = await run_in_threadpool(runtime.store.append, batch)
+    refused = result.rejected.get(RejectReason.SERIES_LIMIT, 0)
+    if refused:
+        metrics.ingest_errors.labels("series_limit").inc()
+        limit = runtime.settings.store.max_series
+        return JSONResponse({"status": "error", "errorType": "bad_data", "where": "body",
+                             "error": f"body: {refused} samples of new series refused: the store holds its limit of "
+                                      f"{limit} active series (store.max_series); the other samples were stored",
+                             "data": result.as_dict()}, status_code=422)
     return JSONResponse({"status": "success", "data": result.as_dict()})
+
+
+def tenant(request: Request, principal: Principal) -> str:
+    """Whose series budget a push counts against: the token's name, or the address of an
+    anonymous (or unauthenticated) sender."""
+    if principal.via in ("token", "oidc"):
+        return principal.name
+    return f"anonymous@{request.client.host if request.client else 'unknown'}"
+
+
+def _within_limits(runtime: Runtime, batch: SampleBatch, who: str) -> SampleBatch:
+    """Refuse a push over a limit (BadPayload, 422). On the remote backend, samples too far in
+    the future are dropped here (the embedded store rejects them itself, counted by reason)."""
+    limits = runtime.settings.server.ingest
+    check_batch(batch, limits)
+    tsdb = runtime.tsdb
+    if tsdb is not None:
+        try:
+            runtime.tenant_series.admit(who, batch, lambda key: tsdb.index.get(key) is not None,
+                                        limits.max_series_per_tenant)
+        except TenantOverLimit as exc:
+            raise BadPayload("body", str(exc), 422) from None
+        return batch
+    margin = runtime.clock.now_ms() + runtime.settings.store.max_future
+    keep = np.asarray(batch.ts_ms, np.int64) <= margin
+    return batch if keep.all() else batch.select(keep)

@@ -13,6 +13,7 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from access.principal import Role
 from dashboard.pages import PAGES, Page
 from infermeter.runtime import Runtime
 from store import ManualClock
@@ -121,3 +122,45 @@ def test_a_failing_panel_stays_in_its_box(site: tuple[str, Runtime, WebDriver], 
     assert "ledger table is locked" in driver.find_element(By.ID, "cost-by-model-box").text
     assert "GPU prices" in driver.find_element(By.ID, "cost-prices").text  # the rest of the page is drawn
     driver.save_screenshot(str(ARTIFACTS / "cost-with-a-failing-panel.png"))
+
+
+def _fill(driver: WebDriver, element_id: str, text: str) -> None:
+    box = driver.find_element(By.ID, element_id)
+    box.clear()
+    box.send_keys(text)
+
+
+def test_admins_change_prices_and_budgets_from_the_cost_page(site: tuple[str, Runtime, WebDriver]) -> None:
+    base, runtime, driver = site
+    cost = next(p for p in PAGES if p.name == "Cost")
+    open_page(driver, base, cost)
+    wait_for(lambda: driver.find_element(By.ID, "dash-user").text == "signed in: api_token (admin)")
+    driver.find_element(By.CSS_SELECTOR, f"#{'cost-editor'} summary").click()
+    _fill(driver, "edit-gpu-model", "H100")
+    _fill(driver, "edit-rate", "9.5")
+    driver.find_element(By.ID, "edit-price-add").click()
+    wait_for(lambda: driver.find_element(By.ID, "edit-price-result").text.startswith("Done"))
+    assert runtime.alerting is not None
+    assert runtime.alerting.book.gpu_price("NVIDIA H100 80GB HBM3", "on_demand", T0) == 9.5
+    _fill(driver, "edit-budget-spend", "12345")
+    driver.find_element(By.ID, "edit-budget-set").click()
+    wait_for(lambda: driver.find_element(By.ID, "edit-budget-result").text.startswith("Done"))
+    assert [b.spend_per_period for b in runtime.settings.cost.budgets if b.scope == "fleet"] == [12345]
+    entries = runtime.access.audit.entries()
+    assert [e["action"] for e in entries[:2]] == ["budget.set", "price.set"]
+    assert entries[0]["actor"] == "api_token" and entries[0]["address"] == "127.0.0.1"
+    driver.save_screenshot(str(ARTIFACTS / "cost-editor.png"))
+
+    _, viewer_secret = runtime.access.tokens.create("finance-viewer", Role.VIEWER, "test")
+    viewer = chrome()
+    try:
+        viewer.get(f"{base}/dashboard/cost?token={viewer_secret}")
+        wait_for(lambda: viewer.find_element(By.ID, "dash-user").text == "signed in: finance-viewer (viewer)")
+        viewer.find_element(By.CSS_SELECTOR, "#cost-editor summary").click()
+        _fill(viewer, "edit-rate", "0.01")
+        viewer.find_element(By.ID, "edit-price-add").click()
+        wait_for(lambda: "needs an admin" in viewer.find_element(By.ID, "edit-price-result").text)
+    finally:
+        viewer.quit()
+    assert runtime.alerting.book.gpu_price("NVIDIA H100 80GB HBM3", "on_demand", T0) == 9.5
+    assert len(runtime.access.audit.entries()) == len(entries)

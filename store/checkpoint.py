@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from store.backend import CHUNK_COLUMNS
 from store.codec import ENCODING_V1, encode_segments
@@ -31,8 +32,17 @@ log = logging.getLogger(__name__)
 SLICE_SAMPLES = 250_000
 
 
-def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int) -> int:
+def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
+                   drop: npt.NDArray[np.bool_] | None = None) -> int:
+    """``drop``: series that keep no flushed samples in memory (stopped, under pressure)."""
     head = store.head
+
+    def keep_from() -> Int64Array:
+        keep = np.where(head.last_ts == NEVER, head.last_ts, head.last_ts - retain_ms)
+        if drop is not None:
+            keep[drop] = head.last_ts[drop] + 1
+        return keep
+
     live = head.last_ts != NEVER
     marked = np.flatnonzero(live & (cutoff > head.flushed_until) & (head.last_ts >= head.flushed_until))
     if not head.may_hold_unflushed_below(cutoff):
@@ -42,7 +52,7 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int) -
         if len(marked):
             head.mark_flushed(marked, cutoff)
             store.flush_epoch += 1
-            head.trim(np.where(head.last_ts == NEVER, head.last_ts, head.last_ts - retain_ms))
+            head.trim(keep_from())
         return 0
     sid, ts, val = head.unflushed_below(cutoff)
     if len(sid) == 0 and len(marked) == 0:
@@ -66,8 +76,7 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int) -
         store.rollup_cache.invalidate(resolution, overlap.sid.tolist())
         store.rollup_cache.extend(resolution, frame)
     store.flush_epoch += 1
-    keep_from = np.where(head.last_ts == NEVER, head.last_ts, head.last_ts - retain_ms)
-    head.trim(keep_from)
+    head.trim(keep_from())
     log.debug("checkpoint: %d samples flushed, %d carried", len(sid), len(carry[0]))
     return int(len(sid))
 

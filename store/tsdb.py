@@ -32,7 +32,7 @@ from sqlalchemy import Engine, func, select
 from store import schema
 from store.backend import Backend, backend_for
 from store.clock import Clock
-from store.head import NEVER, Head
+from store.head import EMPTY, NEVER, Head
 from store.options import MINUTE_MS, StoreOptions
 from store.rollup_cache import RollupCache
 from store.series_index import REFUSED, SeriesIndex
@@ -103,6 +103,7 @@ class TimeSeriesStore:
         self._conn: Any = None
         self._due_since: float | None = None
         self._pressure_at = self.options.max_head_samples
+        self._stopped_check_at = float("-inf")
         self._last_retention_ms = NEVER
         self.stats = {"appended": 0, "duplicates": 0, "rejected": 0, "checkpoints": 0}
         self._rejected: dict[RejectReason, int] = {reason: 0 for reason in RejectReason}
@@ -302,10 +303,33 @@ class TimeSeriesStore:
         rng = MINUTE_MS if pressure else opts.chunk_range_ms
         cutoff[has] = (last[has] - opts.out_of_order_window_ms) // rng * rng
         idle = has & (last < self.clock.now_ms() - opts.idle_flush_ms)
+        if pressure:  # over the memory bound, series that stopped go whole, not after an hour
+            idle |= self.stopped()
         cutoff[idle] = last[idle] + 1
         return cutoff
 
+    def _stopped_series_hold_samples(self) -> bool:
+        """Over the bound, whether series that stopped still hold samples in memory (looked at
+        every few seconds at most: the pressure threshold itself moves up when nothing frees)."""
+        now = self.clock.monotonic()
+        if now < self._stopped_check_at:
+            return False
+        self._stopped_check_at = now + 5.0
+        return bool((self.stopped() & (self.head.first_ts != EMPTY)).any())
+
+    def stopped(self) -> npt.NDArray[np.bool_]:
+        """Series that received nothing for the out-of-order window (at least a minute): under
+        memory pressure they are flushed whole and keep nothing in memory, so the head is bounded
+        by the series still arriving, not by every series seen in the last hour."""
+        last = self.head.last_ts
+        quiet = max(self.options.out_of_order_window_ms, MINUTE_MS)
+        stopped: npt.NDArray[np.bool_] = (last != NEVER) & (last < self.clock.now_ms() - quiet)
+        return stopped
+
     def _maybe_checkpoint(self) -> None:
+        if self.head.samples > self.options.max_head_samples and self._stopped_series_hold_samples():
+            self.checkpoint(pressure=True)
+            return
         if self.head.samples > self._pressure_at:
             self.checkpoint(pressure=True)
             # If little could be flushed (everything is recent), wait for real growth before
@@ -335,7 +359,8 @@ class TimeSeriesStore:
             if self._conn is None:
                 return 0
             retain = self.options.out_of_order_window_ms if pressure else self.options.head_retain_ms
-            flushed = run_checkpoint(self, self.cutoffs(force=force, pressure=pressure), retain)
+            flushed = run_checkpoint(self, self.cutoffs(force=force, pressure=pressure), retain,
+                                     self.stopped() if pressure else None)
             if not pressure:
                 self._pressure_at = self.options.max_head_samples
             self._due_since = None

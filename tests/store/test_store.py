@@ -22,6 +22,7 @@ from store import (
     StoreOptions,
     schema,
 )
+from store.head import EMPTY
 from tests.conftest import T0, StoreFactory
 
 MIN = 60_000
@@ -394,3 +395,30 @@ def test_memory_pressure_flushes_early_and_keeps_rollups_exact(make_store: Store
             assert result[0].source.startswith("rollup")
             expected = _aggregate(raw.ts_ms, raw.values, T0, end, step, fn)
             np.testing.assert_allclose(result[0].values, expected, err_msg=f"{fn} {step}")
+
+
+def test_memory_pressure_flushes_stopped_series_whole(make_store: StoreFactory) -> None:
+    """Series that stopped arriving do not hold the head above its bound until the idle flush
+    (an hour): once quiet for the out-of-order window they are flushed whole and keep nothing in
+    memory; their data stays readable."""
+    store = make_store(StoreOptions(max_head_samples=20_000, checkpoint_grace_ms=0))
+    gone = [SeriesKey.of("old_metric", i=str(i)) for i in range(2_000)]
+    alive = [SeriesKey.of("live_metric", i=str(i)) for i in range(10)]
+    for step in range(12):  # 24,000 samples in 12 s: over the bound, all inside the out-of-order window
+        ts = T0 + step * 1_000
+        store.clock.set(ts)  # type: ignore[attr-defined]
+        store.append(SampleBatch.one_per_key(gone, ts, np.full(len(gone), float(step))))
+    assert store.head.samples >= 20_000  # nothing could be flushed yet
+    held = []
+    for step in range(1, 60):  # then only ten series arrive, every 10 s, for ten minutes
+        ts = T0 + 11_000 + step * 10_000
+        store.clock.set(ts)  # type: ignore[attr-defined]
+        store.append(SampleBatch.one_per_key(alive, ts, np.full(len(alive), float(step))))
+        held.append(store.head.samples)
+    quiet_at = 31  # 5 min (the out-of-order window) after the old series stopped, plus the 5 s check
+    assert min(held[: quiet_at - 2]) >= 20_000  # still inside their window: kept for late samples
+    assert max(held[quiet_at:]) < 1_000, held  # then flushed whole: the head holds the live series only
+    ids = [store.index.get(k) for k in gone]
+    assert not (store.head.first_ts[ids] != EMPTY).any()
+    values = Reader(store).raw(Selector("old_metric", (Matcher("i", "=", "7"),)), T0, T0 + HOUR)[0].values
+    assert values.tolist() == [float(s) for s in range(12)]

@@ -44,18 +44,21 @@ def budget_key(budget: Budget) -> tuple[str, str]:
 
 def apply_changes(base: CostSettings, changes: list[CostChange]) -> CostSettings:
     """The price book in effect: ``base`` with every change applied in order."""
-    lists: dict[str, list[Any]] = {field: list(getattr(base, field)) for field, _ in PRICE_KINDS.values()}
+    lists: dict[str, list[Any]] = {}
     budgets = {budget_key(b): b for b in base.budgets}
     for change in changes:
         if change.kind in PRICE_KINDS:
             field, model = PRICE_KINDS[change.kind]
-            lists[field].append(model.model_validate(change.body))
+            lists.setdefault(field, list(getattr(base, field))).append(model.model_validate(change.body))
         elif change.kind == "budget":
             budget = Budget.model_validate(change.body)
             budgets[budget_key(budget)] = budget
         elif change.kind == "budget_removed":
             budgets.pop((change.body["scope"], change.body.get("model", "")), None)
-    return base.model_copy(update={**lists, "budgets": list(budgets.values())})
+    if any(c.kind.startswith("budget") for c in changes):
+        lists["budgets"] = list(budgets.values())
+    # Only what changed is updated: an untouched section keeps reading as "not set by the user".
+    return base.model_copy(update=lists) if lists else base
 
 
 class CostChanges:

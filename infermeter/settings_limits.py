@@ -10,6 +10,8 @@ from infermeter.settings_base import Strict
 
 
 class IngestLimits(Strict):
+    """Limits on every push (/api/v1/samples, /api/v1/write); over one, a 422 names it and nothing is stored."""
+
     max_series_per_request: int = Field(100_000, ge=1, description="distinct series in one push")
     max_labels_per_series: int = Field(30, ge=1, description="labels of a series, its name included")
     max_label_name_length: int = Field(256, ge=1, description="characters of a label name")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
@@ -30,6 +30,7 @@ import numpy.typing as npt
 from sqlalchemy import Engine, func, select
 
 from store import schema
+from store.active_series import ActiveSeries
 from store.backend import Backend, backend_for
 from store.clock import Clock
 from store.head import EMPTY, NEVER, Head
@@ -107,7 +108,7 @@ class TimeSeriesStore:
         self._last_retention_ms = NEVER
         self.stats = {"appended": 0, "duplicates": 0, "rejected": 0, "checkpoints": 0}
         self._rejected: dict[RejectReason, int] = {reason: 0 for reason in RejectReason}
-        self._born_ms = np.full(0, NEVER, np.int64)  # per series id: when this process created it
+        self.active = ActiveSeries(self.head, self.options.max_series, self.options.idle_flush_ms)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def open(self) -> None:
@@ -165,7 +166,7 @@ class TimeSeriesStore:
                 if batch.key_ids is not None:
                     key_ids = self._checked_ids(batch)
                 else:
-                    key_ids = self.index.resolve(batch.keys, self.backend, cur, now, self._room_for(now))
+                    key_ids = self.index.resolve(batch.keys, self.backend, cur, now, self.active.room(now))
                 sid = key_ids[batch.key_index]
                 self.head.ensure_capacity(int(sid.max()))
                 sid, ts, val = _sorted(sid, np.asarray(batch.ts_ms, np.int64), np.asarray(batch.values, np.float64))
@@ -175,7 +176,7 @@ class TimeSeriesStore:
                     sid, ts, val = sid[accepted], ts[accepted], val[accepted]
                 if len(sid):
                     self.backend.insert_wal(cur, now, len(sid), encode_wal(sid, ts, val))
-            self._born(self.index.commit_new(), now)
+            self.active.born(self.index.commit_new(), now)
             self.head.add(sid, ts, val)
             counts = np.bincount(status, minlength=len(_REASONS) + 2)
             result.accepted = int(counts[_ACCEPT])
@@ -198,39 +199,14 @@ class TimeSeriesStore:
         with self.lock:
             now = self.clock.now_ms()
             with self.transaction() as cur:
-                ids = self.index.resolve(keys, self.backend, cur, now, self._room_for(now))
-            self._born(self.index.commit_new(), now)
+                ids = self.index.resolve(keys, self.backend, cur, now, self.active.room(now))
+            self.active.born(self.index.commit_new(), now)
             self.head.ensure_capacity(int(ids.max()) if len(ids) else 0)
             return ids
 
-    # -- the series limit ----------------------------------------------------------------------
-    def _room_for(self, now_ms: int) -> Callable[[], int | None] | None:
-        """How many series may still be created (asked only when a batch brings new ones)."""
-        limit = self.options.max_series
-        if not limit:
-            return None
-        return lambda: limit - self.active_series(now_ms)
-
-    def _born(self, created: list[int], now_ms: int) -> None:
-        if not created:
-            return
-        top = max(created)
-        if top >= len(self._born_ms):
-            grown = np.full(max(top + 1, 2 * len(self._born_ms), 1024), NEVER, np.int64)
-            grown[: len(self._born_ms)] = self._born_ms
-            self._born_ms = grown
-        self._born_ms[np.asarray(created, np.int64)] = now_ms
-
     def active_series(self, now_ms: int) -> int:
         """Series written, or created, within ``idle_flush_ms``: what ``max_series`` counts."""
-        since = now_ms - self.options.idle_flush_ms
-        written = self.head.last_ts >= since
-        born = np.zeros(len(written), bool)
-        n = min(len(written), len(self._born_ms))
-        born[:n] = self._born_ms[:n] >= since
-        if len(written):
-            written[0] = born[0] = False  # id 0 is no series
-        return int(np.count_nonzero(written | born))
+        return self.active.count(now_ms)
 
     @contextmanager
     def transaction(self) -> Iterator[Any]:

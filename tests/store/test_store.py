@@ -74,6 +74,7 @@ def test_round_trip_and_matchers(make_store: StoreFactory) -> None:
 
 def test_duplicates_out_of_order_and_conflicts(make_store: StoreFactory) -> None:
     store = make_store(StoreOptions(out_of_order_window_ms=5 * MIN))
+    store.clock.set(T0 + 25 * MIN)  # type: ignore[attr-defined]  # every sample here lies in the past
     key = util("0")
     first = store.append(batch((key, T0, 1.0), (key, T0 + 15_000, 2.0)))
     assert (first.accepted, first.duplicates, first.rejected) == (2, 0, {})
@@ -100,7 +101,7 @@ def test_duplicates_out_of_order_and_conflicts(make_store: StoreFactory) -> None
     series = Reader(store).raw(Selector("gpu_util"), T0, T0 + HOUR)[0]
     assert series.ts_ms.tolist() == [T0, T0 + 7_000, T0 + 15_000, T0 + 20 * MIN, T0 + 21 * MIN]
     assert series.values.tolist() == [1.0, 1.5, 2.0, 5.0, 6.0]
-    assert store.rejected_by_reason() == {"too_old": 1, "duplicate_conflict": 3}
+    assert store.rejected_by_reason() == {"too_old": 1, "duplicate_conflict": 3, "too_far_in_future": 0, "series_limit": 0}
 
 
 def test_rejected_batch_leaves_nothing_behind(make_store: StoreFactory) -> None:

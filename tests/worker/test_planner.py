@@ -88,7 +88,8 @@ def test_plan_command_prints_the_arithmetic_and_nodes() -> None:
 def test_worker_refuses_a_config_that_does_not_fit_this_host(model_dir: object) -> None:
     from worker.runtime import WorkerRuntime
 
-    config = WorkerConfig(model_path="ref-small", max_context_length=1_048_576, max_batch_size=4096,
+    # 3 GiB of KV cache per sequence: a batch of 4096 fits nowhere, one sequence fits any test host
+    config = WorkerConfig(model_path="ref-small", max_context_length=131_072, max_batch_size=4096,
                           model_dir=str(model_dir))
     failures: list[str] = []
     runtime = WorkerRuntime(config, lambda events: None, on_failed=failures.append)

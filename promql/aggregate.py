@@ -9,6 +9,7 @@ from promql.ast import Aggregate
 from promql.identity_memo import IdentityMemo
 from promql.lexer import ExprError
 from promql.range_funcs import quantile
+from store.types import LABEL_NAME_RE
 from promql.vector import Labels, Vector, group_index, grouping_keys
 
 
@@ -79,7 +80,7 @@ def _top(node: Aggregate, vec: Vector, ids: np.ndarray, param: object) -> Vector
 
 
 def _count_values(node: Aggregate, vec: Vector, label: str) -> Vector:
-    if not label or not label.replace("_", "a").isalnum() or label[0].isdigit():
+    if not LABEL_NAME_RE.fullmatch(label):
         raise ExprError(f"invalid label name {label!r} for count_values", node.pos)
     counted: dict[Labels, int] = {}
     keys = grouping_keys(vec.labels, node.grouping, node.without)

@@ -28,9 +28,10 @@ class Token:
 
 
 _DURATION_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000, "y": 31_536_000_000}
-_DURATION_RE = re.compile(r"(?:\d+(?:ms|s|m|h|d|w|y))+")
-_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)")
-_NUMBER_RE = re.compile(r"(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[Ii]nf|NaN)")
+_DIGITS = frozenset("0123456789")
+_DURATION_RE = re.compile(r"(?:\d+(?:ms|s|m|h|d|w|y))+", re.ASCII)
+_DURATION_PART = re.compile(r"(\d+)(ms|s|m|h|d|w|y)", re.ASCII)
+_NUMBER_RE = re.compile(r"(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[Ii]nf|NaN)", re.ASCII)
 _IDENT_RE = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _OPERATORS = ("==", "!=", ">=", "<=", "=~", "!~", "+", "-", "*", "/", "%", "^", ">", "<", "=")
 _SINGLE = {"(": "LPAREN", ")": "RPAREN", "{": "LBRACE", "}": "RBRACE", "[": "LBRACKET", "]": "RBRACKET", ",": "COMMA"}
@@ -72,14 +73,16 @@ def tokenize(text: str) -> list[Token]:
             tokens.append(Token("STRING", "".join(chars), i))
             i = j + 1
             continue
-        if ch.isdigit() or (ch == "." and i + 1 < n and text[i + 1].isdigit()):
+        # ASCII digits only: str.isdigit() is also true for "³" and other digits no number regex takes
+        if ch in _DIGITS or (ch == "." and i + 1 < n and text[i + 1] in _DIGITS):
             dur = _DURATION_RE.match(text, i)
             num = _NUMBER_RE.match(text, i)
             if dur and (not num or dur.end() > num.end()):
                 tokens.append(Token("DURATION", dur.group(), i))
                 i = dur.end()
                 continue
-            assert num is not None
+            if num is None:
+                raise ExprError(f"bad number literal {text[i:i + 10]!r}", i)
             tokens.append(Token("NUMBER", num.group(), i))
             i = num.end()
             continue

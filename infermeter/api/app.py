@@ -31,6 +31,7 @@ from infermeter.api import (
     routes_write,
 )
 from infermeter.api.deps import AccessDenied, ActorDep, authorize, editor
+from infermeter.api.openapi_doc import document
 from infermeter.api.params import BadParam
 from infermeter.forecasting import ForecastJob
 from infermeter.runtime import Runtime
@@ -153,6 +154,7 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
     app.include_router(routes_reports.router())
     if runtime.settings.dashboard.enabled:
         mount_dashboard(app, runtime)
+    document(app)
     return app
 
 

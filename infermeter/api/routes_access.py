@@ -71,7 +71,8 @@ async def create_token(body: NewToken, runtime: RuntimeDep, who: ActorDep) -> di
     return {"status": "success", "data": {**public, "token": secret}}
 
 
-@router.post("/tokens/{token_id}/rotate", status_code=201, responses={404: {"description": "No such token."}})
+@router.post("/tokens/{token_id}/rotate", status_code=201,
+             responses={404: {"description": "No such token."}, 409: {"description": "Already revoked or expired."}})
 async def rotate_token(token_id: int, body: Rotation, runtime: RuntimeDep, who: ActorDep) -> dict[str, Any]:
     """A new token of the same name and role; the old one stays valid for ``grace``."""
     access = runtime.access

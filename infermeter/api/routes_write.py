@@ -24,7 +24,7 @@ _TEXT_TYPES = ("text/plain", "application/openmetrics-text")
 
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge()
     chunks: list[bytes] = []
     size = 0

@@ -9,8 +9,8 @@ from promql.ast import Aggregate
 from promql.identity_memo import IdentityMemo
 from promql.lexer import ExprError
 from promql.range_funcs import quantile
-from store.types import LABEL_NAME_RE
 from promql.vector import Labels, Vector, group_index, grouping_keys
+from store.types import LABEL_NAME_RE
 
 
 def apply(node: Aggregate, vec: Vector, param: object) -> Vector:

@@ -37,6 +37,7 @@ BENCHMARKS = (
     "scrape_bench",
     "worker_bench",
     "dashboard_bench",
+    "security_bench",
     "query_bench",
     "fleet_bench",
     "ha_bench",

@@ -32,6 +32,7 @@ import numpy as np
 import psutil
 
 from benchmarks._common import MIB, Target, add_repeats, bench_parser, free_port, scratch_dir, section
+from tests.service import wait_http
 
 TOKEN = "bench-admin"
 LIMIT = 200_000
@@ -69,24 +70,21 @@ class HealthWatch:
         self._thread.join(30)
 
 
-def _start(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _start(folder: Path) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
     config = folder / "infermeter.yaml"
     config.write_text(f"server:\n  port: {port}\nstore:\n  url: sqlite:///{folder / 'abuse.db'}\n  max_series: {LIMIT}\n"
                       "gpu:\n  nvml: 'off'\nworker:\n  embedded: false\nlogging:\n  level: WARNING\n")
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("INFERMETER_")}, "INFERMETER_API_TOKEN": TOKEN}
     proc = subprocess.Popen([sys.executable, "-m", "infermeter", "--config", str(config), "up"], cwd=folder, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     base = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            if httpx.get(f"{base}/ready", timeout=1).status_code == 200:
-                return proc, base
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("the service did not become ready")
+    try:
+        wait_http(f"{base}/ready", 60, proc)
+    except AssertionError:
+        proc.kill()
+        raise
+    return proc, base
 
 
 def one_run(folder: Path) -> dict[str, float]:

@@ -42,6 +42,13 @@ def _refuse_malformed_updates(dash_app: Dash) -> flask.Response | None:
         problem = f"no callback has the output {body['output'][:200]!r}"
     elif not isinstance(body.get("inputs", []), list) or not isinstance(body.get("state", []), list):
         problem = "inputs and state must be lists"
+    else:
+        declared = dash_app.callback_map[body["output"]]
+        for part in ("inputs", "state"):
+            want, got = len(declared.get(part, [])), len(body.get(part, []))
+            if want != got:
+                problem = f"the callback of {body['output'][:200]!r} takes {want} {part}, the body has {got}"
+                break
     if problem is None:
         return None
     return flask.Response(json.dumps({"status": "error", "errorType": "bad_data", "error": problem}), status=400,

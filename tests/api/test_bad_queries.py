@@ -60,6 +60,10 @@ def test_malformed_dashboard_updates_are_400s(service: tuple[str, Runtime]) -> N
         assert reply.status_code == 400 and words in reply.json()["error"], reply.text[:300]
     reply = httpx.post(url, content=b"not json", headers={"content-type": "application/json"})
     assert reply.status_code == 400
+    short = {"output": "edit-price-result.children", "inputs": [{"id": "edit-price-add", "property": "n_clicks",
+                                                                 "value": 1}], "state": []}
+    reply = httpx.post(url, json=short)  # the editor's callback takes five states: was a 500 (IndexError)
+    assert reply.status_code == 400 and "takes 5 state, the body has 0" in reply.json()["error"], reply.text[:300]
 
 
 def test_a_bug_is_a_json_500_naming_the_route_and_counted(service: tuple[str, Runtime],

@@ -34,7 +34,8 @@ def calls(dependencies: list[dict[str, Any]], values: Mapping[str, Any], skip_pr
             else {"id": outputs[0][0], "property": outputs[0][1]},
             "inputs": [{"id": i["id"], "property": i["property"], "value": values.get(i["id"])} for i in dep["inputs"]],
             "changedPropIds": [],
-            "state": [],
+            "state": [{"id": i["id"], "property": i["property"], "value": values.get(i["id"])}
+                      for i in dep.get("state", [])],
         }
         yield Call(dep["output"].strip("."), body, outputs)
 

@@ -134,7 +134,7 @@ def test_admins_change_prices_and_budgets_from_the_cost_page(site: tuple[str, Ru
     base, runtime, driver = site
     cost = next(p for p in PAGES if p.name == "Cost")
     open_page(driver, base, cost)
-    wait_for(lambda: driver.find_element(By.ID, "dash-user").text == "signed in: api_token (admin)")
+    wait_for(lambda: [e.text for e in driver.find_elements(By.ID, "dash-user")] == ["signed in: api_token (admin)"])
     driver.find_element(By.CSS_SELECTOR, f"#{'cost-editor'} summary").click()
     _fill(driver, "edit-gpu-model", "H100")
     _fill(driver, "edit-rate", "9.5")
@@ -155,7 +155,7 @@ def test_admins_change_prices_and_budgets_from_the_cost_page(site: tuple[str, Ru
     viewer = chrome()
     try:
         viewer.get(f"{base}/dashboard/cost?token={viewer_secret}")
-        wait_for(lambda: viewer.find_element(By.ID, "dash-user").text == "signed in: finance-viewer (viewer)")
+        wait_for(lambda: [e.text for e in viewer.find_elements(By.ID, "dash-user")] == ["signed in: finance-viewer (viewer)"])
         viewer.find_element(By.CSS_SELECTOR, "#cost-editor summary").click()
         _fill(viewer, "edit-rate", "0.01")
         viewer.find_element(By.ID, "edit-price-add").click()

@@ -1,11 +1,13 @@
 """Which series are active (written, or created, within ``idle_flush_ms``), for the store's
-``max_series`` limit: a new series beyond it is refused, not created."""
+``max_series`` limit: a new series beyond it is refused, not created; and which have stopped,
+for the head's memory bound."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 
 from store.head import NEVER, Head
 from store.types import Int64Array
@@ -43,3 +45,12 @@ class ActiveSeries:
         if len(written):
             written[0] = born[0] = False  # id 0 is no series
         return int(np.count_nonzero(written | born))
+
+
+def stopped(head: Head, now_ms: int, quiet_ms: int) -> npt.NDArray[np.bool_]:
+    """Series that received nothing for ``quiet_ms``: under memory pressure they are flushed
+    whole and keep nothing in memory, so the head is bounded by the series still arriving, not by
+    every series seen in the last hour."""
+    last = head.last_ts
+    quiet: npt.NDArray[np.bool_] = (last != NEVER) & (last < now_ms - quiet_ms)
+    return quiet

@@ -21,8 +21,7 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from enum import Enum
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,9 @@ import numpy.typing as npt
 from sqlalchemy import Engine, func, select
 
 from store import schema
-from store.active_series import ActiveSeries
+from store.active_series import ActiveSeries, stopped
+from store.append_result import AppendResult as AppendResult
+from store.append_result import RejectReason as RejectReason
 from store.backend import Backend, backend_for
 from store.clock import Clock
 from store.head import EMPTY, NEVER, Head
@@ -41,31 +42,6 @@ from store.types import Float64Array, Int64Array, SampleBatch, SeriesKey
 from store.wal import decode_wal, encode_wal
 
 log = logging.getLogger(__name__)
-
-
-class RejectReason(str, Enum):
-    TOO_OLD = "too_old"  # older than the out-of-order window, or below flushed chunks
-    CONFLICT = "duplicate_conflict"  # same series and timestamp, different value
-    TOO_NEW = "too_far_in_future"  # stamped more than max_future_ms ahead of the store's clock
-    SERIES_LIMIT = "series_limit"  # a new series beyond max_series active series
-
-
-@dataclass(slots=True)
-class AppendResult:
-    accepted: int = 0
-    duplicates: int = 0
-    rejected: dict[RejectReason, int] = field(default_factory=dict)
-
-    @property
-    def rejected_total(self) -> int:
-        return sum(self.rejected.values())
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "accepted": self.accepted,
-            "duplicates": self.duplicates,
-            "rejected": {reason.value: n for reason, n in self.rejected.items()},
-        }
 
 
 _ACCEPT, _DUPLICATE, _TOO_OLD, _CONFLICT, _TOO_NEW, _SERIES_LIMIT = 0, 1, 2, 3, 4, 5
@@ -294,13 +270,8 @@ class TimeSeriesStore:
         return bool((self.stopped() & (self.head.first_ts != EMPTY)).any())
 
     def stopped(self) -> npt.NDArray[np.bool_]:
-        """Series that received nothing for the out-of-order window (at least a minute): under
-        memory pressure they are flushed whole and keep nothing in memory, so the head is bounded
-        by the series still arriving, not by every series seen in the last hour."""
-        last = self.head.last_ts
-        quiet = max(self.options.out_of_order_window_ms, MINUTE_MS)
-        stopped: npt.NDArray[np.bool_] = (last != NEVER) & (last < self.clock.now_ms() - quiet)
-        return stopped
+        """Series quiet for the out-of-order window (:func:`store.active_series.stopped`)."""
+        return stopped(self.head, self.clock.now_ms(), max(self.options.out_of_order_window_ms, MINUTE_MS))
 
     def _maybe_checkpoint(self) -> None:
         if self.head.samples > self.options.max_head_samples and self._stopped_series_hold_samples():

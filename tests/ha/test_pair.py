@@ -135,6 +135,23 @@ def test_both_started_at_once_exactly_one_leads(tmp_path: Path, pg_url: str, eng
             "endsAt": ends, "createdBy": "test", "comment": "set on the follower"}).json()["silenceID"]
         wait_until(lambda: made in {s["id"] for s in httpx.get(f"{leader.base}/api/v1/silences", timeout=5).json()},
                    5, "the leader to see the follower's silence")
+        # a token made through the follower signs in on the leader; a price set through the
+        # follower prices on the leader; both changes are in the one audit log
+        made_token = httpx.post(f"{other.base}/api/v1/tokens", timeout=5,
+                                json={"name": "pair-ops", "role": "admin"}).json()["data"]
+        auth = {"authorization": f"Bearer {made_token['token']}"}
+
+        def signed_in() -> bool:
+            answer = httpx.get(f"{leader.base}/api/v1/whoami", headers=auth, timeout=5)
+            return answer.status_code == 200 and answer.json()["data"]["name"] == "pair-ops"
+
+        wait_until(signed_in, 10, "the leader to take the follower's token")
+        price = {"kind": "gpu", "gpu_model": "H100", "dollars_per_gpu_hour": 7.5}
+        assert httpx.post(f"{other.base}/api/v1/prices", json=price, headers=auth, timeout=5).status_code == 201
+        prices = httpx.get(f"{leader.base}/api/v1/prices", timeout=5).json()["data"]["gpu_prices"]
+        assert [p["dollars_per_gpu_hour"] for p in prices if p["gpu_model"] == "H100"] == [7.5]
+        audit = httpx.get(f"{leader.base}/api/v1/audit", headers=auth, timeout=5).json()["data"]
+        assert [e["action"] for e in audit[:3]] == ["price.set", "token.create", "silence.create"]
         # a clean stop hands the lead over at once (the lease is released)
         stopped = time.monotonic()
         leader.stop()

@@ -303,6 +303,7 @@ def build_samples(settings: Settings, engine: Engine, clock: Clock) -> Samples:
             remote.write_url, Path(remote.queue_dir), clock, headers=remote.headers, timeout_s=remote.timeout / 1000,
             flush_s=remote.flush_interval / 1000,
             max_queue_bytes=remote.max_queue_bytes, external_labels=remote.external_labels,
+            max_future_ms=settings.store.max_future,
         )
         return Samples(writer, reader, RemoteSource(client, reader), RemoteStoreCollector(writer), client=client)
     tsdb = TimeSeriesStore(engine, clock, settings.store.options())

@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-
-from store.types import SampleBatch, SeriesKey
 
 
 class TenantOverLimit(ValueError):
@@ -20,15 +17,13 @@ class TenantSeries:
         self._created: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def admit(self, tenant: str, batch: SampleBatch, known: Callable[[SeriesKey], bool], limit: int) -> int:
-        """The number of new series the push brings; raises TenantOverLimit when it would pass the limit."""
+    def admit(self, tenant: str, new: int, limit: int) -> None:
+        """Count ``new`` series to ``tenant``; raises TenantOverLimit when they would pass ``limit``."""
         if not limit:
-            return 0
-        new = sum(1 for key in batch.keys if not known(key))
+            return
         with self._lock:
             have = self._created.get(tenant, 0)
             if have + new > limit:
                 raise TenantOverLimit(f"tenant {tenant!r} has created {have} series; {new} more exceed the limit "
                                       f"of {limit} (server.ingest.max_series_per_tenant)")
             self._created[tenant] = have + new
-        return new

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import httpx
+import numpy as np
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -26,8 +27,8 @@ from collector.remote_write.encoder import WriteRequestEncoder
 from collector.remote_write.metrics import queue_families
 from collector.remote_write.queue import DiskQueue
 from collector.remote_write.sender import Sender, SenderStats
+from store.append_result import AppendResult, RejectReason
 from store.clock import Clock
-from store.tsdb import AppendResult
 from store.types import SampleBatch
 
 log = logging.getLogger(__name__)
@@ -46,10 +47,12 @@ class RemoteSampleStore:
         max_queue_bytes: int = 512 * 1024 * 1024,
         external_labels: Mapping[str, str] | None = None,
         rng: random.Random | None = None,
+        max_future_ms: int = 10 * 60_000,
         transport_factory: Callable[[], httpx.AsyncClient] = httpx.AsyncClient,
     ) -> None:
         self.write_url = write_url
         self.clock = clock
+        self.max_future_ms = max_future_ms
         self.queue = DiskQueue(queue_dir, max_queue_bytes)
         self.external_labels = dict(external_labels or {})
         self.encoder = WriteRequestEncoder(self.external_labels)
@@ -68,9 +71,17 @@ class RemoteSampleStore:
 
     # -- the appender --------------------------------------------------------------------------
     def append(self, batch: SampleBatch) -> AppendResult:
-        """Queue a batch; returns once it is on disk (fsync), as the embedded store's append."""
+        """Queue a batch; returns once it is on disk (fsync), as the embedded store's append.
+        Samples stamped more than ``max_future_ms`` ahead are rejected, as the embedded store does."""
         if not len(batch):
             return AppendResult()
+        ts = np.asarray(batch.ts_ms, np.int64)
+        too_new = ts > self.clock.now_ms() + self.max_future_ms
+        refused = int(np.count_nonzero(too_new))
+        if refused:
+            batch = batch.select(~too_new)
+            if not len(batch):
+                return AppendResult(rejected={RejectReason.TOO_NEW: refused})
         with self._encode_lock:
             body = self.encoder.encode(batch)
         self.queue.put(body, len(batch), self.clock.now_ms())
@@ -78,7 +89,7 @@ class RemoteSampleStore:
         loop, sender = self._loop, self.sender
         if loop is not None and sender is not None:
             loop.call_soon_threadsafe(sender.wake.set)
-        return AppendResult(accepted=len(batch))
+        return AppendResult(accepted=len(batch), rejected={RejectReason.TOO_NEW: refused} if refused else {})
 
     # -- lifecycle -----------------------------------------------------------------------------
     def open(self) -> None:

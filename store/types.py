@@ -117,8 +117,11 @@ class SampleBatch:
         return len(self.key_index)
 
     def select(self, keep: npt.NDArray[np.bool_]) -> SampleBatch:
-        """The samples where ``keep`` is true (the keys stay; unused ones do no harm)."""
-        return SampleBatch(self.keys, self.key_index[keep], self.ts_ms[keep], self.values[keep], self.key_ids)
+        """The samples where ``keep`` is true, with only the keys they still use."""
+        used, index = np.unique(np.asarray(self.key_index, np.int64)[keep], return_inverse=True)
+        ids = np.asarray(self.key_ids, np.int64)[used] if self.key_ids is not None else None
+        return SampleBatch([self.keys[i] for i in used.tolist()], index.astype(np.int64),
+                           np.asarray(self.ts_ms)[keep], np.asarray(self.values)[keep], ids)
 
     @classmethod
     def empty(cls) -> SampleBatch:

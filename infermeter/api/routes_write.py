@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
@@ -101,7 +100,7 @@ async def push_samples(request: Request, runtime: RuntimeDep, _auth: PrincipalDe
         metrics.ingest_errors.labels("bad_payload").inc()
         return _error(exc.status, exc.where, exc.message)
     try:
-        batch = await run_in_threadpool(_within_limits, runtime, batch, tenant(request, _auth))
+        await run_in_threadpool(_within_limits, runtime, batch, tenant(request, _auth))
     except BadPayload as exc:
         metrics.ingest_errors.labels("limit").inc()
         return _error(exc.status, exc.where, exc.message)
@@ -125,19 +124,16 @@ def tenant(request: Request, principal: Principal) -> str:
     return f"anonymous@{request.client.host if request.client else 'unknown'}"
 
 
-def _within_limits(runtime: Runtime, batch: SampleBatch, who: str) -> SampleBatch:
-    """Refuse a push over a limit (BadPayload, 422). On the remote backend, samples too far in
-    the future are dropped here (the embedded store rejects them itself, counted by reason)."""
+def _within_limits(runtime: Runtime, batch: SampleBatch, who: str) -> None:
+    """Refuse a push over a limit (BadPayload, 422). On the embedded store only the series it does
+    not hold yet are checked (the ones it holds passed when they were created): one dictionary
+    lookup per key, shared by the label checks and the tenant's series budget."""
     limits = runtime.settings.server.ingest
-    check_batch(batch, limits)
     tsdb = runtime.tsdb
+    new = batch.keys if tsdb is None else [key for key in batch.keys if tsdb.index.get(key) is None]
+    check_batch(batch, new, limits)
     if tsdb is not None:
         try:
-            runtime.tenant_series.admit(who, batch, lambda key: tsdb.index.get(key) is not None,
-                                        limits.max_series_per_tenant)
+            runtime.tenant_series.admit(who, len(new), limits.max_series_per_tenant)
         except TenantOverLimit as exc:
             raise BadPayload("body", str(exc), 422) from None
-        return batch
-    margin = runtime.clock.now_ms() + runtime.settings.store.max_future
-    keep = np.asarray(batch.ts_ms, np.int64) <= margin
-    return batch if keep.all() else batch.select(keep)

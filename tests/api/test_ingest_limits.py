@@ -55,6 +55,13 @@ def test_labels_and_request_size_are_limited_and_nothing_is_stored(tmp_path: Pat
         assert runtime.tsdb is not None and len(runtime.tsdb.index) == 0
         ok = _push(base, [{"metric": "m", "labels": {f"l{i}": "v" for i in range(29)}, "value": 1}])
         assert ok.status_code == 200 and ok.json()["data"]["accepted"] == 1
+        # a series the store already holds (scraped before the limit, say) is not checked again
+        wide = {f"w{i}": "v" for i in range(34)}
+        runtime.store.append(SampleBatch.one_per_key([SeriesKey("wide", tuple(sorted(wide.items())))], T0, np.ones(1)))
+        again = _push(base, [{"metric": "wide", "labels": wide, "ts": T0 + 1000, "value": 2}])
+        assert again.status_code == 200 and again.json()["data"]["accepted"] == 1
+        other = _push(base, [{"metric": "wide2", "labels": wide, "value": 2}])
+        assert other.status_code == 422 and other.json()["error"].startswith('series wide2{w0="v"')
 
 
 def test_a_sample_from_the_future_is_refused_and_does_not_block_real_ones(tmp_path: Path) -> None:

@@ -41,12 +41,12 @@ class CostEditor:
     def _apply(self, kind: str, body: dict[str, Any], actor: Actor, section: str) -> tuple[Any, Any]:
         live = self.runtime.live_cost
         live.refresh()
-        before = getattr(self.runtime.settings.cost, section)
+        before = getattr(live.current, section)
         try:
             live.change(kind, body, actor.principal.name)
         except ValidationError as exc:
             raise CostEditError(422, errors(exc)) from None
-        return before, getattr(self.runtime.settings.cost, section)
+        return before, getattr(live.current, section)
 
     def add_price(self, kind: str, fields: dict[str, Any], actor: Actor) -> dict[str, Any]:
         """A price entry of ``kind`` (gpu, electricity, overhead), effective from now unless given."""
@@ -79,7 +79,7 @@ class CostEditor:
     def remove_budget(self, scope: str, model: str, actor: Actor) -> dict[str, Any]:
         key = (scope, model if scope == "model" else "")
         self.runtime.live_cost.refresh()
-        old = next((b for b in self.runtime.settings.cost.budgets if budget_key(b) == key), None)
+        old = next((b for b in self.runtime.live_cost.current.budgets if budget_key(b) == key), None)
         if old is None:
             raise CostEditError(404, f"no budget for {budget_name(*key)}")
         self._apply("budget_removed", {"scope": key[0], "model": key[1]}, actor, "budgets")

@@ -18,6 +18,7 @@ class LiveCost:
         self.base = base
         self._use = use
         self._seen = -1
+        self.current = base  # the book in use: base with every change applied
         self._lock = threading.Lock()
 
     def refresh(self) -> None:
@@ -26,13 +27,15 @@ class LiveCost:
             newest = self.changes.newest_id()
             if newest == self._seen:
                 return
-            self._use(apply_changes(self.base, self.changes.all()))
+            self.current = apply_changes(self.base, self.changes.all())
+            self._use(self.current)
             self._seen = newest
 
     def change(self, kind: str, body: dict[str, Any], actor: str) -> None:
-        """Validate by applying first (a bad change never lands), then store and use it."""
-        with self._lock:
-            trial = self.changes.all()
-        apply_changes(self.base, [*trial, CostChange(0, 0, actor, kind, body)])
+        """Validate by applying it to the book in use first (a bad change never lands; changes
+        only add entries or replace a budget, so that is the book it will be part of), then
+        store and use it."""
+        self.refresh()
+        apply_changes(self.current, [CostChange(0, 0, actor, kind, body)])
         self.changes.add(kind, body, actor)
         self.refresh()

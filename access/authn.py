@@ -10,6 +10,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Callable
+from typing import Protocol
+
+from starlette.concurrency import run_in_threadpool
 
 from access.oidc import OidcRefused, OidcVerifier, looks_like_jwt
 from access.principal import ANONYMOUS_READER, OPEN_ADMIN, Principal
@@ -41,6 +44,13 @@ class Authenticator:
         self.tokens = tokens
         self.oidc = oidc
         self.open_reads = open_reads
+
+    def may_block(self, authorization: str | None) -> bool:
+        """Whether :meth:`principal` may wait on I/O (the token table's periodic re-read, an
+        issuer's keys): then callers on an event loop run it on a thread, else inline, so that
+        no request queues for a thread just to be authorised."""
+        offered = bearer(authorization or "")
+        return self.tokens.stale() or (self.oidc is not None and offered is not None and looks_like_jwt(offered))
 
     def enabled(self) -> bool:
         return self.oidc is not None or self.tokens.any_configured()
@@ -86,3 +96,20 @@ class Authenticator:
             if record.valid_at(now) and hmac.compare_digest(session_value(record), value):
                 return record
         return None
+
+
+class PrincipalSource(Protocol):
+    """What the API's and the dashboard's gates ask (an :class:`Authenticator`)."""
+
+    def principal(self, authorization: str | None, session: str | None = None) -> Principal | None: ...
+
+    def may_block(self, authorization: str | None) -> bool: ...
+
+    def session_for(self, secret: str) -> str | None: ...
+
+
+async def maybe_in_thread(auth: PrincipalSource, authorization: str | None, session: str | None) -> Principal | None:
+    """:meth:`Authenticator.principal` from an event loop: on a thread only when it may block."""
+    if auth.may_block(authorization):
+        return await run_in_threadpool(auth.principal, authorization, session)
+    return auth.principal(authorization, session)

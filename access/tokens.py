@@ -86,12 +86,16 @@ class TokenStore:
         stored = self._table().get(wanted)
         return stored if stored is not None and stored.valid_at(now) else None
 
+    def stale(self) -> bool:
+        """Whether the next lookup reads the database (the copy is older than ``refresh_ms``)."""
+        now, loaded = self.clock.now_ms(), self._loaded_ms
+        return loaded is None or now - loaded >= self.refresh_ms or now < loaded
+
     def _table(self) -> dict[str, TokenRecord]:
-        now = self.clock.now_ms()
         with self._lock:
-            if self._loaded_ms is None or now - self._loaded_ms >= self.refresh_ms or now < self._loaded_ms:
+            if self.stale():
                 self._by_digest = {r.sha256: r for r in self._read_all()}
-                self._loaded_ms = now
+                self._loaded_ms = self.clock.now_ms()
             return self._by_digest
 
     def _invalidate(self) -> None:

@@ -13,7 +13,6 @@ admin-only controls check the role.
 
 from __future__ import annotations
 
-from typing import Protocol
 from urllib.parse import quote, unquote
 
 from starlette.concurrency import run_in_threadpool
@@ -22,16 +21,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from access.authn import SESSION_COOKIE, Refused
+from access.authn import SESSION_COOKIE, PrincipalSource, Refused, maybe_in_thread
 from access.principal import Principal, Role
 
 PRINCIPAL_HEADER = "x-infermeter-principal"
 
 
-class Authenticates(Protocol):
-    def principal(self, authorization: str | None, session: str | None = None) -> Principal | None: ...
-
-    def session_for(self, secret: str) -> str | None: ...
+Authenticates = PrincipalSource  # the dashboard's name for what it asks
 
 
 def _refusal(request: Request, prefix: str, reason: str) -> Response:
@@ -87,9 +83,8 @@ class TokenGate:
             await response(scope, receive, send)
             return
         try:
-            principal = await run_in_threadpool(
-                self.auth.principal, request.headers.get("authorization"), request.cookies.get(SESSION_COOKIE)
-            )
+            principal = await maybe_in_thread(self.auth, request.headers.get("authorization"),
+                                              request.cookies.get(SESSION_COOKIE))
         except Refused as exc:
             await _refusal(request, self.prefix, str(exc))(scope, receive, send)
             return

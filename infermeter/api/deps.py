@@ -8,10 +8,9 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Request
-from starlette.concurrency import run_in_threadpool
 
 from access.audit import Actor
-from access.authn import SESSION_COOKIE, Refused
+from access.authn import SESSION_COOKIE, Refused, maybe_in_thread
 from access.policy import rate_class, required_role
 from access.principal import ANONYMOUS_READER, Principal
 from infermeter.runtime import Runtime
@@ -52,9 +51,8 @@ async def authorize(request: Request, runtime: RuntimeDep) -> Principal:
         return ANONYMOUS_READER
     access = runtime.access
     try:
-        principal = await run_in_threadpool(
-            access.auth.principal, request.headers.get("authorization"), request.cookies.get(SESSION_COOKIE)
-        )
+        principal = await maybe_in_thread(access.auth, request.headers.get("authorization"),
+                                          request.cookies.get(SESSION_COOKIE))
     except Refused as exc:
         kind = {401: "unauthorized", 403: "forbidden"}.get(exc.status, "unavailable")
         raise AccessDenied(exc.status, kind, str(exc),

@@ -61,8 +61,11 @@ def test_a_second_process_sees_creation_and_revocation_within_the_refresh(tmp_pa
     auth_b = Authenticator(b, None, lambda: False)
     assert auth_b.principal(None) is not None and auth_b.principal(None).via == "open"  # type: ignore[union-attr]
     record, secret = a.create("ops", Role.ADMIN, "test")
+    assert not auth_b.may_block(f"Bearer {secret}")  # b's copy is fresh: no database read, inline
     clock.advance(5000)
+    assert auth_b.may_block(f"Bearer {secret}")  # due for a re-read: run on a thread
     principal = auth_b.principal(f"Bearer {secret}")
+    assert not auth_b.may_block(None)
     assert principal is not None and principal.name == "ops" and principal.role is Role.ADMIN
     assert auth_b.principal(None) is None  # tokens exist now: anonymous reads are closed
     a.revoke(record.id)
@@ -145,6 +148,8 @@ def test_oidc_tokens_map_claims_to_roles_and_are_verified(jwks: tuple[Jwks, str]
     verifier = OidcVerifier(OidcSettings(issuer=ISSUER, audience=AUDIENCE, jwks_url=url, role_claim="groups",
                                          roles={"ml-ops": "operator", "platform-admins": "admin"}))
     auth = Authenticator(_store(f"sqlite:///{tmp_path / 'o.db'}", ManualClock(T0)), verifier, lambda: False)
+    auth.tokens.find("imt_unknown")  # the token table read once
+    assert auth.may_block("Bearer " + keys.sign({})) and not auth.may_block("Bearer imt_opaque")
     both = auth.principal("Bearer " + keys.sign({"groups": ["ml-ops", "platform-admins"], "preferred_username": "kim"}))
     assert both is not None and (both.name, both.role, both.via) == ("kim", Role.ADMIN, "oidc")
     ops = auth.principal("Bearer " + keys.sign({"groups": "ml-ops"}))

@@ -11,7 +11,6 @@ The router knows nothing of the runtime: the caller passes a dependency that yie
 answer 422 with FastAPI's error list, whose ``loc`` names the field (``["body", "endsAt"]``).
 """
 
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Protocol
@@ -22,6 +21,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationInfo
 from alerts.notify.matchers import Matcher
 from alerts.notify.payloads import rfc3339
 from alerts.notify.silences import Silence, SilenceError, SilenceNotFound, SilenceSpec, SilenceStore
+from store.regex import RegexError, label_regex
 
 
 class MatcherIn(BaseModel):
@@ -38,8 +38,8 @@ class MatcherIn(BaseModel):
     def _valid_regex(cls, value: str, info: ValidationInfo) -> str:
         if info.data.get("isRegex"):
             try:
-                re.compile(value)
-            except re.error as exc:
+                label_regex(value, dot_nl=True)  # RE2, as the matcher compiles it (and caches it)
+            except RegexError as exc:
                 raise ValueError(f"invalid regular expression: {exc}") from None
         return value
 

@@ -63,7 +63,6 @@ def _expression(text: str | None) -> Any:
         raise ApiError("bad_data", f'invalid parameter "query": {line}:{col}: parse error: {exc.message}') from None
 
 
-_time = time_param
 
 
 def _timeout(params: Params, runtime: Runtime) -> float:
@@ -111,7 +110,7 @@ async def query(request: Request, runtime: RuntimeDep) -> Any:
             return await forward(runtime, "/api/v1/query", params)
         node = _expression(params.get("query"))
         now = runtime.clock.now_ms()
-        at = _time(params, "time", now, now)
+        at = time_param(params, "time", now, now)
         settings = runtime.settings.query
         ctx = EvalContext(runtime.source, at, settings.lookback_delta,
                           subquery_step_ms=settings.subquery_step, deadline=deadline_after(_timeout(params, runtime)))
@@ -135,8 +134,8 @@ async def query_range(request: Request, runtime: RuntimeDep) -> Any:
             return await forward(runtime, "/api/v1/query_range", params)
         node = _expression(params.get("query"))
         now = runtime.clock.now_ms()
-        start = _time(params, "start", now, None)
-        end = _time(params, "end", now, None)
+        start = time_param(params, "start", now, None)
+        end = time_param(params, "end", now, None)
         try:
             step = parse_step_ms("step", params.get("step"), 0)
         except BadParam as exc:

@@ -103,6 +103,8 @@ def test_create_list_update_expire(api: tuple[str, Notifier], clock: ManualClock
     ("body", "loc"),
     [
         (_silence(matchers=[{"name": "instance", "value": "(", "isRegex": True}]), ["body", "matchers", 0, "value"]),
+        # a backreference: Python's re takes it, RE2 (what matches) does not
+        (_silence(matchers=[{"name": "instance", "value": r"(a)\1", "isRegex": True}]), ["body", "matchers", 0, "value"]),
         (_silence(matchers=[{"name": "1bad", "value": "x"}]), ["body", "matchers", 0, "name"]),
         (_silence(matchers=[]), ["body", "matchers"]),
         (_silence(matchers=[{"name": "team", "value": ".*", "isRegex": True}]), ["body", "matchers"]),

@@ -22,7 +22,6 @@ from store import (
     StoreOptions,
     schema,
 )
-from store.head import EMPTY
 from tests.conftest import T0, StoreFactory
 
 MIN = 60_000
@@ -370,56 +369,3 @@ def test_rollup_cache_stays_coherent_across_checkpoints_and_merges(make_store: S
     fill(store, keys, t + 90_000, 2, 15_000, lambda k, i: 1.0)  # t + 1m30s, t + 1m45s
     store.checkpoint(force=True)
     assert minute_counts(t, t + 2 * MIN - 1) == [4.0, 4.0]
-
-
-def test_memory_pressure_flushes_early_and_keeps_rollups_exact(make_store: StoreFactory) -> None:
-    # 10 series at 15 s: 3,000 samples is 75 minutes, well inside one 2 h chunk range.
-    store = make_store(StoreOptions(max_head_samples=3_000, checkpoint_grace_ms=0))
-    keys = [SeriesKey.of("tokens_total", gpu=str(g)) for g in range(10)]
-    rng = np.random.default_rng(11)
-    steps = np.cumsum(rng.integers(0, 40, size=(10, 600)), axis=1).astype(float)
-    peak = 0
-    for i in range(600):  # 2 h 30 min
-        ts = T0 + i * 15_000
-        store.clock.set(ts)  # type: ignore[attr-defined]
-        store.append(SampleBatch.one_per_key(keys, ts, steps[:, i]))
-        peak = max(peak, store.head.samples)
-    assert store.stats["checkpoints"] >= 2
-    assert peak <= 3_000 + len(keys)  # bounded by the budget (plus the batch that crossed it)
-    reader = Reader(store)
-    end = T0 + 600 * 15_000 - 1
-    raw = reader.raw(Selector("tokens_total", (Matcher("gpu", "=", "4"),)), T0, end)[0]
-    assert raw.values.tolist() == steps[4].tolist()
-    for step in (MIN, HOUR):
-        for fn in ("increase", "count", "max"):
-            result = reader.range(RangeQuery(Selector("tokens_total", (Matcher("gpu", "=", "4"),)), T0, end, step, fn))  # type: ignore[arg-type]
-            assert result[0].source.startswith("rollup")
-            expected = _aggregate(raw.ts_ms, raw.values, T0, end, step, fn)
-            np.testing.assert_allclose(result[0].values, expected, err_msg=f"{fn} {step}")
-
-
-def test_memory_pressure_flushes_stopped_series_whole(make_store: StoreFactory) -> None:
-    """Series that stopped arriving do not hold the head above its bound until the idle flush
-    (an hour): once quiet for the out-of-order window they are flushed whole and keep nothing in
-    memory; their data stays readable."""
-    store = make_store(StoreOptions(max_head_samples=20_000, checkpoint_grace_ms=0))
-    gone = [SeriesKey.of("old_metric", i=str(i)) for i in range(2_000)]
-    alive = [SeriesKey.of("live_metric", i=str(i)) for i in range(10)]
-    for step in range(12):  # 24,000 samples in 12 s: over the bound, all inside the out-of-order window
-        ts = T0 + step * 1_000
-        store.clock.set(ts)  # type: ignore[attr-defined]
-        store.append(SampleBatch.one_per_key(gone, ts, np.full(len(gone), float(step))))
-    assert store.head.samples >= 20_000  # nothing could be flushed yet
-    held = []
-    for step in range(1, 60):  # then only ten series arrive, every 10 s, for ten minutes
-        ts = T0 + 11_000 + step * 10_000
-        store.clock.set(ts)  # type: ignore[attr-defined]
-        store.append(SampleBatch.one_per_key(alive, ts, np.full(len(alive), float(step))))
-        held.append(store.head.samples)
-    quiet_at = 31  # 5 min (the out-of-order window) after the old series stopped, plus the 5 s check
-    assert min(held[: quiet_at - 2]) >= 20_000  # still inside their window: kept for late samples
-    assert max(held[quiet_at:]) < 1_000, held  # then flushed whole: the head holds the live series only
-    ids = [store.index.get(k) for k in gone]
-    assert not (store.head.first_ts[ids] != EMPTY).any()
-    values = Reader(store).raw(Selector("old_metric", (Matcher("i", "=", "7"),)), T0, T0 + HOUR)[0].values
-    assert values.tolist() == [float(s) for s in range(12)]

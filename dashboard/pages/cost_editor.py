@@ -10,6 +10,7 @@ from typing import Any
 
 import flask
 from dash import Dash, Input, Output, State, dcc, html
+from dash import ctx as dash_ctx
 from dash.exceptions import PreventUpdate
 
 from access.principal import Role
@@ -93,8 +94,6 @@ def register_editor(app: Dash, ctx: PanelContext) -> None:
 
     def budget(set_clicks: int | None, remove_clicks: int | None, scope: str, model: str | None, cpm: float | None,
                spend: float | None, period: str) -> str:
-        from dash import ctx as dash_ctx
-
         if not (set_clicks or remove_clicks):
             raise PreventUpdate
         if dash_ctx.triggered_id == "edit-budget-remove":

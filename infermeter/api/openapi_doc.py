@@ -111,8 +111,6 @@ def document(app: FastAPI) -> None:
     allowed: list[tuple[re.Pattern[str], list[str]]] = []
 
     async def method_not_allowed(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code != 405:
-            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
         if not allowed:
             for path, operations in openapi()["paths"].items():
                 pattern = re.compile("^" + re.sub(r"\{[^/]+\}", "[^/]+", path) + "$")  # paths hold no regex specials

@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from access.principal import Principal
-from infermeter.api.deps import PrincipalDep, RuntimeDep
+from infermeter.api.deps import PrincipalDep, RuntimeDep, address
 from infermeter.api.ingest import BadPayload, BodyTooLarge, decode_exposition, decode_json, decompress
 from infermeter.api.ingest_limits import check_batch
 from infermeter.api.remote_write import decode_remote_write
@@ -121,7 +121,7 @@ def tenant(request: Request, principal: Principal) -> str:
     anonymous (or unauthenticated) sender."""
     if principal.via in ("token", "oidc"):
         return principal.name
-    return f"anonymous@{request.client.host if request.client else 'unknown'}"
+    return f"anonymous@{address(request)}"
 
 
 def _within_limits(runtime: Runtime, batch: SampleBatch, who: str) -> None:

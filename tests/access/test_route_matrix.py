@@ -115,3 +115,6 @@ def test_open_reads_make_anonymous_a_viewer_only(tmp_path: Path) -> None:
         admin = {"authorization": "Bearer admin-secret"}
         assert httpx.get(f"{base}/api/v1/whoami", headers=admin).json()["data"]["role"] == "admin"
         assert httpx.get(f"{base}/api/v1/tokens", headers=admin).status_code == 200
+        wrong = httpx.request("PATCH", f"{base}/api/v1/budgets", headers=admin)  # routes of two modules
+        assert wrong.status_code == 405 and wrong.headers["allow"] == "DELETE, GET, PUT"
+        assert httpx.request("DELETE", f"{base}/api/v1/query").headers["allow"] == "GET, POST"

@@ -6,10 +6,16 @@ from __future__ import annotations
 
 import re
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from access.principal import ROLE_NAMES
-from infermeter.settings_base import DurationMs, Strict
+from store.durations import DurationMs
+
+
+class Strict(BaseModel):
+    """Settings models here: unknown keys are errors, values do not change once read."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ConfiguredToken(Strict):
@@ -42,6 +48,7 @@ def _rate(value: str | None) -> str | None:
     except ValueError as exc:
         raise ValueError(f"not a rate limit like '100/second' or '10/second;500/minute': {exc}") from None
     return value
+
 
 
 class OidcSettings(Strict):

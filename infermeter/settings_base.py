@@ -3,14 +3,11 @@ held as integer milliseconds; strict, frozen models; http(s) URL checks."""
 
 from __future__ import annotations
 
-from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, ConfigDict
 
-from store.durations import parse_duration_ms
-
-DurationMs = Annotated[int, BeforeValidator(parse_duration_ms)]
+from store.durations import DurationMs as DurationMs
 
 
 class Strict(BaseModel):

@@ -4,6 +4,9 @@ a bare number is seconds (as in Prometheus's HTTP API). Held as integer millisec
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import BeforeValidator
 
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000, "y": 31_536_000_000}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
@@ -30,3 +33,7 @@ def format_duration(ms: int) -> str:
         if ms and ms % _UNIT_MS[unit] == 0:
             return f"{ms // _UNIT_MS[unit]}{unit}"
     return f"{ms}ms"
+
+
+# A settings field holding a duration: written "15s", held as integer milliseconds.
+DurationMs = Annotated[int, BeforeValidator(parse_duration_ms)]

@@ -13,10 +13,10 @@ import binascii
 from typing import Annotated
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from alerts.notify.matchers import parse_matcher
-from store.durations import parse_duration_ms
+from store.durations import DurationMs
 
 
 def _check_matchers(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -47,7 +47,6 @@ def _check_secret(value: SecretStr | None) -> SecretStr | None:
     return value
 
 
-DurationMs = Annotated[int, BeforeValidator(parse_duration_ms)]
 Matchers = Annotated[tuple[str, ...], AfterValidator(_check_matchers)]
 Url = Annotated[str, AfterValidator(_check_url)]
 WebhookSecret = Annotated[SecretStr | None, AfterValidator(_check_secret)]

@@ -105,6 +105,17 @@ def pair_config(tmp: Path, name: str, pg_url: str, vm_url: str, hook_url: str, p
     return path
 
 
+@contextlib.contextmanager
+def logs_on_failure(*procs: UpProcess) -> Iterator[None]:
+    """An assertion failing inside shows the end of each process's log (timing failures on a
+    slow machine are otherwise impossible to read from CI output)."""
+    try:
+        yield
+    except AssertionError as exc:
+        tails = "\n".join(f"--- {p.name}.log ---\n{p.log.read_text()[-2500:]}" for p in procs if p.log.exists())
+        raise AssertionError(f"{exc}\n{tails}") from None
+
+
 class UpProcess:
     def __init__(self, tmp: Path, name: str, config: Path, port: int) -> None:
         self.tmp, self.name, self.config, self.port = tmp, name, config, port
@@ -271,15 +282,18 @@ class CuttableProxy:
                 client, _ = self.server.accept()
             except OSError:
                 return
-            if not self.open.is_set():
-                client.close()
-                continue
             try:
                 upstream = socket.create_connection(("127.0.0.1", self.target_port))
             except OSError:
                 client.close()
                 continue
+            # Checked and registered under the lock `cut` takes: a connection accepted while the
+            # cut happens is either cut with the others or refused, never left working.
             with self._lock:
+                if not self.open.is_set():
+                    client.close()
+                    upstream.close()
+                    continue
                 self._conns += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
@@ -301,8 +315,8 @@ class CuttableProxy:
     def cut(self) -> None:
         import socket
 
-        self.open.clear()
         with self._lock:
+            self.open.clear()
             conns, self._conns = self._conns, []
         for conn in conns:
             try:
@@ -311,7 +325,8 @@ class CuttableProxy:
                 pass
 
     def restore(self) -> None:
-        self.open.set()
+        with self._lock:
+            self.open.set()
 
     def close(self) -> None:
         self.cut()

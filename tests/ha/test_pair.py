@@ -22,6 +22,7 @@ from tests.ha.pair_harness import (
     Deliveries,
     UpProcess,
     account,
+    logs_on_failure,
     outbox_ids,
     push_probe,
     quiet,
@@ -199,22 +200,23 @@ def test_a_leader_cut_off_from_the_database_stops_and_the_other_takes_over(
         a = UpProcess(tmp_path, "a", pair_config(tmp_path, "a", via_proxy, engine.url, f"{hook}/hook", port_a), port_a)
         b = UpProcess(tmp_path, "b", pair_config(tmp_path, "b", pg_url, engine.url, f"{hook}/hook", port_b), port_b)
         try:
-            a.start()
-            wait_until(lambda: a.role() == "leader", 30, "a to lead alone")
-            b.start()
-            wait_until(lambda: b.role() == "follower", 30, "b to follow")
-            wait_until(lambda: len(deliveries.ids()) >= 2, 30, "first notifications")
-            proxy.cut()
-            cut = time.monotonic()
-            wait_until(lambda: a.role() == "follower", 2 * INTERVAL_S, "a to stop leading without the database")
-            wait_until(lambda: b.role() == "leader", 2 * INTERVAL_S + 1, "b to take over")
-            assert time.monotonic() - cut <= 2 * INTERVAL_S + 1
-            time.sleep(2 * INTERVAL_S)
-            proxy.restore()
-            time.sleep(2 * INTERVAL_S)  # a is back on the database: it stays the follower
-            assert (a.role(), b.role()) == ("follower", "leader")
-            quiet(b)
-            wait_drained(pg_url, deliveries, 90)
+            with logs_on_failure(a, b):
+                a.start()
+                wait_until(lambda: a.role() == "leader", 30, "a to lead alone")
+                b.start()
+                wait_until(lambda: b.role() == "follower", 30, "b to follow")
+                wait_until(lambda: len(deliveries.ids()) >= 2, 30, "first notifications")
+                proxy.cut()
+                cut = time.monotonic()
+                wait_until(lambda: a.role() == "follower", 2 * INTERVAL_S, "a to stop leading without the database")
+                wait_until(lambda: b.role() == "leader", 2 * INTERVAL_S + 1, "b to take over")
+                assert time.monotonic() - cut <= 2 * INTERVAL_S + 1
+                time.sleep(2 * INTERVAL_S)
+                proxy.restore()
+                time.sleep(2 * INTERVAL_S)  # a is back on the database: it stays the follower
+                assert (a.role(), b.role()) == ("follower", "leader")
+                quiet(b)
+                wait_drained(pg_url, deliveries, 90)
         finally:
             a.stop()
             b.stop()

@@ -100,4 +100,22 @@ RUNBOOKS: dict[str, str] = {
         "The forecast of cost per 1M tokens crosses its budget within 72 h. Checks: utilization trend "
         "and the request mix; release idle capacity."
     ),
+    "MoeExpertImbalance": (
+        "One expert of the layer takes far more than its share of tokens, so every expert-parallel step "
+        "waits for the GPU that holds it (seed 000 §1, §4.2). Checks: the MoE page's heatmap for the hot "
+        "experts and whether the imbalance follows a change of traffic mix (one language, one task); "
+        "rebalance expert placement (vLLM --enable-eplb, SGLang --enable-eplb), replicate hot experts, "
+        "review the router's auxiliary load-balancing loss for the next training run."
+    ),
+    "MoeRoutingUnexpected": (
+        "The layer's expert activation frequencies are far from uniform, the acceptance check's "
+        "'activation distribution as expected' fails (seed 000 §3.3). Checks: whether a release changed "
+        "the model or router weights (deploy markers), the traffic mix, and the heatmap; compare with the "
+        "distribution measured at acceptance."
+    ),
+    "MoeExpertsUnused": (
+        "Experts of this layer received no token for a week: candidates for pruning, or a sign the router "
+        "collapsed (seed 000 §4.3). Checks: confirm on a representative traffic mix before pruning; "
+        "a collapse after a release points at the router weights."
+    ),
 }

@@ -30,6 +30,14 @@ class Thresholds(BaseModel):
     gpu_temperature_celsius: float = Field(85.0, description="GPU temperature above this for 5m warns")
     spend_warn_ratio: float = Field(0.8, gt=0, le=1, description="spend this period over its budget that warns")
     forecast_horizon_hours: float = Field(72.0, gt=0, description="alert when the forecast crosses a budget within this many hours")
+    moe_max_over_mean: float = Field(
+        2.0, gt=1, description="MoE: the busiest expert of a layer over the layer's mean load, sustained 10 min")
+    moe_js_divergence: float = Field(
+        0.05, gt=0, le=1, description="MoE: Jensen-Shannon divergence (bits) of a layer's routing from uniform, "
+        "sustained 10 min")
+    moe_unused_window: str = Field(
+        "1d", description="MoE: an expert with no token over this window is unused (a pruning candidate once it "
+        "stays so for 7 days; duration)")
     keep_firing_for: str = Field(
         "10m", description="how long a GPU, request or cost alert keeps firing after its condition clears, so a "
         "value hovering at its threshold does not page again and again (Prometheus keep_firing_for; duration)")

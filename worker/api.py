@@ -118,7 +118,9 @@ class WorkerService:
         self.config, self.clock = config, clock
         self.tracer = make_tracer(config.tracing, span_exporter)
         self.runtime = WorkerRuntime(config, self._emit, clock=clock, gate=gate, on_failed=on_failed)
-        self.metrics = WorkerMetrics(config.model_name, config.max_context_length, self.runtime.stats)
+        self.metrics = WorkerMetrics(
+            config.model_name, config.max_context_length, self.runtime.stats, expert_counts=self.runtime.expert_counts
+        )
         self.dispatcher = Dispatcher(self.metrics, self.tracer, config.model_name)
         self._ids = itertools.count(1)
         self._prefix = f"{os.getpid():x}{int(time.time()) & 0xFFFF:04x}"

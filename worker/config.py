@@ -60,6 +60,19 @@ class TracingConfig(_Strict):
     service_name: str = Field("infermeter-worker", description="service.name of the spans")
 
 
+class MoeModeConfig(_Strict):
+    """MoE mode: each layer's FFN split into experts behind a noisy top-k router; the worker then
+    exports ``moe_expert_tokens_total{layer,expert}`` (tokens routed per layer and expert)."""
+
+    experts: int = Field(0, ge=0, le=1024, description="experts per layer (must divide the FFN size); 0 = a dense model")
+    top_k: int = Field(2, ge=1, le=64, description="experts each token is routed to")
+    skew: float = Field(
+        0.0, ge=0.0, le=8.0,
+        description="routing preference: experts are picked with shares proportional to (rank + 1) ** -skew; "
+        "0 = evenly (for tests and demos of expert imbalance)",
+    )
+
+
 class WorkerConfig(_Strict):
     # -- seed 004 step 3 -------------------------------------------------------------------
     model_path: str = Field(
@@ -113,6 +126,7 @@ class WorkerConfig(_Strict):
     )
     baseline: BaselineLoadConfig = Field(BaselineLoadConfig(), description=BaselineLoadConfig.__doc__)
     tracing: TracingConfig = Field(TracingConfig(), description=TracingConfig.__doc__)
+    moe: MoeModeConfig = Field(MoeModeConfig(), description=MoeModeConfig.__doc__)
 
     @field_validator("health_check_path")
     @classmethod

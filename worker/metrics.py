@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from worker.events import EngineStats, FinishEvent, FinishReason
@@ -71,10 +71,32 @@ class _EngineGauges(Collector):
             yield family
 
 
+class _ExpertCounts(Collector):
+    """MoE mode: ``moe_expert_tokens_total{layer,expert}``, read from the router at scrape time."""
+
+    def __init__(self, labels: dict[str, str], counts: Callable[[], list[list[int]] | None]) -> None:
+        self._labels = labels
+        self._counts = counts
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        counts = self._counts()
+        if counts is None:
+            return
+        family = CounterMetricFamily(
+            "moe_expert_tokens", "Tokens routed to each expert of each MoE layer (once per expert a token goes to).",
+            labels=[*self._labels, "layer", "expert"],
+        )
+        values = list(self._labels.values())
+        for layer, row in enumerate(counts):
+            for expert, count in enumerate(row):
+                family.add_metric([*values, str(layer), str(expert)], float(count))
+        yield family
+
+
 class WorkerMetrics:
     def __init__(
         self, model_name: str, max_context: int, stats: Callable[[], EngineStats | None],
-        registry: CollectorRegistry | None = None,
+        registry: CollectorRegistry | None = None, expert_counts: Callable[[], list[list[int]] | None] | None = None,
     ) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
         r, labels = self.registry, {"model_name": model_name, "engine": "0"}
@@ -88,6 +110,8 @@ class WorkerMetrics:
             return Histogram(name, doc, names, buckets=buckets, registry=r).labels(**labels)
 
         r.register(_EngineGauges(labels, stats))
+        if expert_counts is not None:
+            r.register(_ExpertCounts(labels, expert_counts))
         self.prompt_tokens = counter("vllm:prompt_tokens", "Number of prefill tokens processed.").labels(**labels)
         self.generation_tokens = counter("vllm:generation_tokens", "Number of generation tokens processed.").labels(**labels)
         self.success = counter("vllm:request_success", "Count of successfully processed requests.", ["finished_reason"])

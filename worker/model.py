@@ -22,6 +22,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from worker.moe import ExpertRouter
 from worker.shapes import ModelShape
 
 Tensor = torch.Tensor
@@ -130,9 +131,10 @@ class KVCache:
 class LlamaDecoder:
     def __init__(
         self, shape: ModelShape, tensors: dict[str, Tensor], *, device: torch.device, dtype: torch.dtype,
-        pack: bool = True,
+        pack: bool = True, router: ExpertRouter | None = None,
     ) -> None:
         self.shape, self.device, self.dtype = shape, device, dtype
+        self.router = router  # MoE mode: each token runs the FFN slices of its top-k experts
         t = {name: tensor.to(device=device, dtype=dtype) for name, tensor in tensors.items()}
         self.embed = t["model.embed_tokens.weight"]
         self.layers = [_Layer(t, f"model.layers.{i}.", pack) for i in range(shape.num_layers)]
@@ -174,9 +176,13 @@ class LlamaDecoder:
         v = qkv[:, s.q_size + s.kv_size :].view(n, s.num_kv_heads, s.head_dim)
         return qk[:, : s.num_heads], qk[:, s.num_heads :], v
 
-    def _mlp(self, layer: _Layer, x: Tensor) -> Tensor:
-        gate, up = layer.w_gate_up(self._norm(x, layer.mlp_norm)).chunk(2, dim=-1)
-        return x + layer.w_down(F.silu(gate) * up)
+    def _mlp(self, index: int, layer: _Layer, x: Tensor) -> Tensor:
+        normed = self._norm(x, layer.mlp_norm)
+        gate, up = layer.w_gate_up(normed).chunk(2, dim=-1)
+        act = F.silu(gate) * up
+        if self.router is not None:
+            act = act * self.router.mask(index, normed)
+        return x + layer.w_down(act)
 
     # -- steps ----------------------------------------------------------------------------
     @torch.inference_mode()
@@ -197,7 +203,7 @@ class LlamaDecoder:
             o = F.scaled_dot_product_attention(qg, cache.k[i][slot, :, :end], cache.v[i][slot, :, :end], attn_mask=mask)
             o = o.view(s.num_kv_heads, g, c, s.head_dim).reshape(s.num_heads, c, s.head_dim).transpose(0, 1)
             x = x + layer.wo(o.reshape(c, s.q_size))
-            x = self._mlp(layer, x)
+            x = self._mlp(i, layer, x)
         return self.lm_head(self._norm(x[-1:], self.norm))[0].float()
 
     @torch.inference_mode()
@@ -222,7 +228,7 @@ class LlamaDecoder:
                 qg, cache.k[i][:n, :, :length], cache.v[i][:n, :, :length], attn_mask=mask
             )
             x = x + layer.wo(o.reshape(n, s.q_size))
-            x = self._mlp(layer, x)
+            x = self._mlp(i, layer, x)
         return self.lm_head(self._norm(x, self.norm)).float()
 
     @torch.inference_mode()

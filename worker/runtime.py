@@ -23,6 +23,7 @@ from worker.events import EngineStats, Event
 
 if TYPE_CHECKING:
     from worker.engine import Engine
+    from worker.moe import ExpertRouter
     from worker.tokenizer import Tokenizer
 
 log = logging.getLogger("worker.runtime")
@@ -63,6 +64,7 @@ class WorkerRuntime:
         self.tokenizer: Tokenizer | None = None
         self.max_context = config.max_context_length
         self.bos_id = 0
+        self.router: ExpertRouter | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -95,6 +97,7 @@ class WorkerRuntime:
 
         from worker.engine import Engine
         from worker.model import LlamaDecoder, pick_device, pick_dtype, precision_name
+        from worker.moe import ExpertRouter
         from worker.planner import host_memory, plan_memory
         from worker.shapes import with_context
         from worker.tokenizer import load_tokenizer
@@ -140,13 +143,23 @@ class WorkerRuntime:
         generated = ensure_weights(location)
         verify_manifest(location.directory)
         tensors = load_tensors(location.directory, "cpu", dtype)
-        decoder = LlamaDecoder(shape, tensors, device=device, dtype=dtype)
+        router = None
+        if cfg.moe.experts:
+            router = ExpertRouter(
+                layers=shape.num_layers, hidden=shape.hidden_size, intermediate=shape.intermediate_size,
+                experts=cfg.moe.experts, top_k=cfg.moe.top_k, skew=cfg.moe.skew, seed=cfg.seed, device=device,
+                dtype=dtype,
+            )
+        decoder = LlamaDecoder(shape, tensors, device=device, dtype=dtype, router=router)
         del tensors
         tokenizer = load_tokenizer(
             None if location.reference else location.directory, shape.eos_token_id, shape.bos_token_id
         )
         self.state = "warming"
         self._warm_up(decoder)
+        if router is not None:
+            router.reset()
+        self.router = router
         engine = Engine(
             decoder, max_batch_size=cfg.max_batch_size, max_context_length=self.max_context,
             max_waiting=cfg.max_waiting_requests, prefill_chunk_tokens=cfg.prefill_chunk_tokens,
@@ -194,6 +207,10 @@ class WorkerRuntime:
 
     def stats(self) -> EngineStats | None:
         return self.engine.stats() if self.engine is not None else None
+
+    def expert_counts(self) -> list[list[int]] | None:
+        """MoE mode: tokens routed so far per layer and expert; None for a dense model."""
+        return self.router.counts() if self.router is not None else None
 
 
 def auto_threads(weight_bytes: int) -> int:

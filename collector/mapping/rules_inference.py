@@ -44,6 +44,11 @@ ITL = "inference_inter_token_latency_seconds"
 TPOT = "inference_request_time_per_output_token_seconds"
 E2E = "inference_e2e_request_latency_seconds"
 QUEUE = "inference_queue_time_seconds"
+# MoE (moe/): tokens routed per layer and expert, and expert-parallel balancedness (mean over max
+# tokens per EP rank, SGLang's and vLLM's definition) as a summary's sum and count.
+EXPERT_TOKENS = "moe_expert_tokens_total"
+BALANCEDNESS_SUM = "moe_balancedness_sum"
+BALANCEDNESS_COUNT = "moe_balancedness_count"
 
 US = 1e-6
 MS = 1e-3
@@ -62,6 +67,8 @@ VLLM = EngineRules(
             Rule(REQUESTS, select=outcome_by("finished_reason", VLLM_FINISHED_REASONS)),
         ),
         "vllm:prompt_tokens_total": (Rule(PROMPT),),
+        # vLLM exports no per-expert counts; our reference worker (vLLM's dialect) does in MoE mode.
+        "moe_expert_tokens_total": (Rule(EXPERT_TOKENS),),
         "vllm:generation_tokens_total": (Rule(GENERATION),),
         "vllm:num_requests_running": (Rule(RUNNING),),
         "vllm:num_requests_waiting": (Rule(WAITING),),
@@ -86,6 +93,9 @@ VLLM = EngineRules(
 SGLANG = EngineRules(
     {
         "sglang:num_requests_total": (Rule(REQUESTS, select=const(outcome="success")),),
+        # Only with SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC, on EP rank 0; forward_mode is kept.
+        "sglang:eplb_balancedness_sum": (Rule(BALANCEDNESS_SUM),),
+        "sglang:eplb_balancedness_count": (Rule(BALANCEDNESS_COUNT),),
         "sglang:num_aborted_requests_total": (
             Rule(REQUESTS, scale=-1.0, select=const(outcome="success")),
             Rule(REQUESTS, select=const(outcome="abort")),

@@ -14,6 +14,7 @@ import yaml
 from alerts.rulefile import RuleGroup, load_rule_text
 from alerts.runbooks import RUNBOOKS
 from alerts.thresholds import Thresholds
+from drift import rules as drift_rules
 from moe import rules as moe_rules
 
 DEFAULT_PACK_FILE = "<default rules>"
@@ -165,6 +166,7 @@ def default_rule_dicts(t: Thresholds) -> dict[str, Any]:
             {"name": "infermeter-requests", "interval": "30s", "rules": requests},
             {"name": "infermeter-cost", "interval": "1m", "rules": cost},
             {"name": "infermeter-moe", "interval": "1m", "rules": [*moe_rules.recording_rules(t), *moe_rules.alert_rules(t, _alert)]},
+            {"name": "infermeter-drift", "interval": "1m", "rules": drift_rules.alert_rules(t, _alert)},
         ]
     }
 

@@ -118,4 +118,16 @@ RUNBOOKS: dict[str, str] = {
         "collapsed (seed 000 §4.3). Checks: confirm on a representative traffic mix before pruning; "
         "a collapse after a release points at the router weights."
     ),
+    "NodeSoftwareDrift": (
+        "This node runs another driver, CUDA, NCCL, VBIOS or engine version than the rest of its group "
+        "(seed 004 step 1: versions must match across a group; a mismatch shows up as NCCL hangs, "
+        "timeouts or wrong results). Checks: the Drift page's table; whether a rolling upgrade is under "
+        "way; align the node with the driver/CUDA/NCCL compatibility matrix and restart its engine."
+    ),
+    "NcclSettingDrift": (
+        "This node's NCCL or PyTorch setting differs from its group's (seed 000 §4.2, seed 004 §6: "
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and TORCH_NCCL_BLOCKING_WAIT=1 against timeouts, "
+        "NCCL_TOPO_FILE for topology visibility). Checks: the engine's environment on that node "
+        "(launcher, container spec); 'unset' means the node never showed the setting its peers have."
+    ),
 }

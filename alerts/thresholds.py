@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from collector.nccl.software import DEFAULT_WATCHED
+
 
 class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -38,6 +40,10 @@ class Thresholds(BaseModel):
     moe_unused_window: str = Field(
         "1d", description="MoE: an expert with no token over this window is unused (a pruning candidate once it "
         "stays so for 7 days; duration)")
+    drift_nccl_settings: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_WATCHED),
+        description="NCCL_* / TORCH_NCCL_* settings that must match across the nodes of a group (the NCCL log "
+        "collector also reports them as unset where a node lacks them)")
     keep_firing_for: str = Field(
         "10m", description="how long a GPU, request or cost alert keeps firing after its condition clears, so a "
         "value hovering at its threshold does not page again and again (Prometheus keep_firing_for; duration)")

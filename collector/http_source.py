@@ -28,12 +28,13 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from collector.engine_version import PATHS, EngineVersionProbe
 from collector.exposition import ParseError, SeriesCache, is_openmetrics_content_type, parse_exposition
 from collector.http_client import FetchError, PlainHttpClient, Redirect, supports
 from collector.scrape_auth import CredentialError, ScrapeAuth
 from collector.source import Health, ScrapeResult
 from store.clock import Clock
-from store.types import SampleBatch
+from store.types import SampleBatch, SeriesKey
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,7 @@ class HttpExpositionSource:
         series_limit: int = 0,
         plain_client: bool = True,
         auth: ScrapeAuth | None = None,
+        engine: str = "none",
     ) -> None:
         self.url = url
         self.client = client
@@ -87,6 +89,7 @@ class HttpExpositionSource:
                 self.client = self._own_client
             except (OSError, ValueError) as exc:  # a missing or bad CA/certificate file: every scrape says so
                 self._setup_error = f"{url}: TLS settings unusable: {exc}"
+        self.probe = EngineVersionProbe(url, engine, self._get) if engine in PATHS else None
         self.plain: PlainHttpClient | None = None
         self._use_plain = plain_client and supports(url) and not _proxied(url)
         if self._use_plain:
@@ -144,7 +147,19 @@ class HttpExpositionSource:
             return ScrapeResult.failed(
                 "series_limit", f"{self.url}: {series} series exceed the limit of {self.series_limit}"
             )
+        if self.probe is not None:
+            self.probe.poke(loop.time())
         return ScrapeResult(result, Health.ok())
+
+    @property
+    def info_keys(self) -> tuple[SeriesKey, ...]:
+        """Series of value 1 that ride with every scrape (the engine's version, once known)."""
+        return self.probe.keys if self.probe is not None else ()
+
+    async def _get(self, url: str, timeout_s: float) -> tuple[int, bytes]:
+        headers = {"Authorization": self.headers["Authorization"]} if "Authorization" in self.headers else None
+        response = await self.client.get(url, headers=headers, timeout=timeout_s)
+        return response.status_code, response.content[:1_000_000]
 
     def _parse(self, body: bytes, content_type: str, now_ms: int) -> SampleBatch:
         om = True if is_openmetrics_content_type(content_type) else None
@@ -180,6 +195,8 @@ class HttpExpositionSource:
             await response.aclose()
 
     async def close(self) -> None:
+        if self.probe is not None:
+            await self.probe.close()
         if self.plain is not None:
             self.plain.close()
         if self._own_client is not None:

@@ -62,7 +62,7 @@ class ScrapeManager:
     def _http_source(self, spec: TargetSpec) -> Source:
         return HttpExpositionSource(
             spec.url, self._http(), self.clock, body_limit=spec.body_limit, series_limit=spec.series_limit,
-            auth=spec.auth,
+            auth=spec.auth, engine=dict(spec.options).get("engine", "none"),
         )
 
     def _http(self) -> httpx.AsyncClient:

@@ -114,6 +114,9 @@ class ScrapeLoop:
             SeriesKey("scrape_samples_scraped", target),
             *(target_gpu_key(spec.job, spec.instance, gpu, "config", target) for gpu in spec.gpus),
         ]
+        self._base_meta = len(self._meta_keys)
+        self._info: tuple[SeriesKey, ...] = ()  # the source's info series (value 1), as labelled
+        self._info_gone: list[SeriesKey] = []
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -192,7 +195,19 @@ class ScrapeLoop:
             self._labelled[key] = labelled
         return labelled
 
+    def _sync_info(self) -> None:
+        """A source's info series (an engine's version, learnt in the background) ride with the
+        bookkeeping series; when they change the layout is rebuilt and the old ones marked stale."""
+        info = tuple(self._label(k) for k in getattr(self.source, "info_keys", ()))
+        if info == self._info:
+            return
+        self._info_gone += [k for k in self._info if k not in info]
+        self._info = info
+        self._meta_keys = [*self._meta_keys[: self._base_meta], *info]
+        self._layout = self._spare = None
+
     def _assemble(self, result: ScrapeResult, ts_ms: int, duration_s: float) -> SampleBatch:
+        self._sync_info()
         scraped = result.batch
         mapped: SampleBatch | None = None
         if self.canonical is not None and len(scraped):
@@ -219,7 +234,8 @@ class ScrapeLoop:
                 keys += [self._label(k) for k in mapped_keys]
                 layout = _Layout(raw_keys, mapped_keys, [*keys, *self._meta_keys], len(keys), set(keys))
             current = layout.keyset
-            gone = [k for k in self._previous if k not in current]
+            gone = [k for k in self._previous if k not in current] + self._info_gone
+            self._info_gone = []
             self._previous = current
             self._layout = layout
         n_keys = layout.n_keys

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from collector.manager import SourceFactory
+from collector.nccl.software import DEFAULT_WATCHED
 from collector.nccl.source import NcclLogSource
 from collector.nvml import NvmlGpuSource
 from collector.nvml.attribution import EngineTarget, ProcessTable
@@ -87,7 +88,8 @@ def target_specs(settings: Settings, host: str | None = None, gpu_present: bool 
     specs = _http_specs(settings.scrape)
     nccl, gpu = settings.nccl, settings.gpu
     if nccl.paths:
-        options = {"paths": json.dumps(nccl.paths), "state_file": nccl.state_file}
+        options = {"paths": json.dumps(nccl.paths), "state_file": nccl.state_file,
+                   "watched": json.dumps(settings.alerts.thresholds.drift_nccl_settings)}
         specs.append(_local("nccl", f"file://{host}/nccl", host, nccl.interval, "nccl", options))
     if settings.worker.embedded:
         worker = settings.worker
@@ -124,7 +126,8 @@ def source_factories(
 
     def nccl(spec: TargetSpec) -> Source:
         options = dict(spec.options)
-        return NcclLogSource(json.loads(options["paths"]), options["state_file"], clock)
+        return NcclLogSource(json.loads(options["paths"]), options["state_file"], clock, host=spec.instance,
+                             watched=json.loads(options.get("watched", "[]")) or DEFAULT_WATCHED)
 
     def nvml(spec: TargetSpec) -> Source:
         options = dict(spec.options)

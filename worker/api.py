@@ -281,6 +281,13 @@ def create_app(
     async def metrics() -> Response:
         return Response(generate_latest(svc.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    @app.get("/version")
+    async def version() -> JSONResponse:
+        """vLLM's ``/version``, naming this engine, so collectors learn what runs here."""
+        from infermeter import __version__
+
+        return JSONResponse({"version": __version__, "engine": "infermeter-worker"})
+
     @app.get("/v1/models")
     async def models() -> JSONResponse:
         return JSONResponse({"object": "list", "data": [{

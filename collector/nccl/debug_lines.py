@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from collector.nccl._common import Parsed, parse_many, to_float
 
 __all__ = [
-    "ChannelSummary", "CommInit", "CommTopology", "DebugEvent", "InitTiming", "NcclVersion",
+    "ChannelSummary", "CommInit", "CommTopology", "DebugEvent", "EnvSetting", "InitTiming", "NcclVersion",
     "NcclWarning", "Origin", "TransportChannel", "parse_line", "parse_lines",
 ]
 
@@ -107,8 +107,19 @@ class NcclWarning:
     message: str
 
 
+@dataclass(frozen=True, slots=True)
+class EnvSetting:
+    """``NCCL_X set by environment to Y`` (NCCL prints it for each parameter read from the
+    environment; integer parameters end with a period, which is not part of the value)."""
+
+    origin: Origin
+    name: str
+    value: str
+
+
 DebugEvent = (
     NcclVersion | CommInit | CommTopology | TransportChannel | ChannelSummary | InitTiming | NcclWarning
+    | EnvSetting
 )
 
 _PREFIX = re.compile(
@@ -116,6 +127,8 @@ _PREFIX = re.compile(
     r"(?:(?P<src>[^\s:]+):\d+ (?:\([^)]*\) )?)?NCCL (?P<level>INFO|WARN)(?: (?P<msg>.*))?$"
 )
 _VERSION = re.compile(r"^NCCL version (\S+)")
+_ENV = re.compile(r"^(?P<name>NCCL_\w+) set by environment to (?P<value>.*?)\s*$")
+_INT_WITH_PERIOD = re.compile(r"^-?\d+\.$")
 _INIT = re.compile(
     r"^(?:(?P<api>ncclCommInit\w*|ncclCommSplit\w*|ncclCommShrink\w*) )?comm (?P<ptr>0x[0-9a-fA-F]+) "
     r"rank (?P<rank>\d+) nranks (?P<nranks>\d+) .*?"
@@ -164,6 +177,12 @@ def _info(origin: Origin, msg: str) -> DebugEvent | None:
     if msg.startswith("NCCL version "):
         m = _VERSION.match(msg)
         return NcclVersion(m.group(1), origin) if m else None
+    if " set by environment to " in msg:
+        m = _ENV.match(msg)
+        if not m:
+            return None
+        value = m["value"]
+        return EnvSetting(origin, m["name"], value[:-1] if _INT_WITH_PERIOD.match(value) else value)
     if msg.startswith("Channel ") or msg.startswith("Ring "):
         m = _CHANNEL.match(msg) or _RING.match(msg)
         if not m:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from collector.nccl.metrics import FileContext
+from collector.nccl.records import FileContext
 
 Opener = Callable[[Path], IO[bytes]]
 Line = tuple[int, str]  # (byte offset of the line's start, text without the newline)

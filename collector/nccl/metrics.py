@@ -57,125 +57,31 @@ restored from the persisted state does not.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from dataclasses import field as _field
 from typing import Any
 
 from collector.nccl.debug_lines import (
     ChannelSummary,
     CommInit,
     CommTopology,
+    EnvSetting,
     InitTiming,
     NcclVersion,
     NcclWarning,
     Origin,
     TransportChannel,
 )
+from collector.nccl.engine_lines import EplbStep, TorchNcclEnvironment
 from collector.nccl.inspector import InspectorPerf
 from collector.nccl.lines import Event
 from collector.nccl.nccl_tests import PerfAverage, PerfHeader, PerfRank, PerfRow, PerfStart
-from collector.nccl.watchdog import DesyncHeader, LaggingRanks, WatchdogTimeout, format_ranks
+from collector.nccl.records import FileContext, TestsRun, TimeoutRecord
+from collector.nccl.software import DEFAULT_WATCHED, SoftwareTable, plain_nccl_version
+from collector.nccl.watchdog import DesyncHeader, LaggingRanks, WatchdogTimeout
 from store.types import Sample, SeriesKey
 
 _CONTEXT_CAP = 4096  # remembered pointer/thread/process -> comm attributions; hosts / lagging ranks kept
 MAX_TIMEOUT_EVENTS = 100  # timeout events re-emitted every collect (the newest)
-TIMEOUT_EVENT = "nccl_timeout_event_timestamp_seconds"
 _REPORT_REACH = 64 * 1024  # a desync report line attaches to a timeout at most this many bytes above it
-
-
-@dataclass(slots=True)
-class TestsRun:
-    """One nccl-tests run of a file: its id and where it ran (from the header's ``Rank`` lines)."""
-
-    run: str
-    hosts: list[str] = _field(default_factory=list)  # distinct, in order of their first Rank line
-    ranks: int = 0  # highest "Rank N" + 1
-    header_ranks: int = 0  # nThread x nGpus
-    rows: bool = False  # result rows seen: the next header line starts another run
-
-    def labels(self) -> dict[str, str]:
-        nranks = self.ranks or self.header_ranks
-        return {"run": self.run, "host": self.hosts[0] if self.hosts else "unknown",
-                "nranks": str(nranks) if nranks else "unknown", "nodes": str(len(self.hosts)) if self.hosts else "unknown"}
-
-    def to_json(self) -> dict[str, Any]:
-        return {"run": self.run, "hosts": self.hosts, "ranks": self.ranks, "header_ranks": self.header_ranks,
-                "rows": self.rows}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TestsRun:
-        return cls(str(data["run"]), [str(h) for h in data["hosts"]], int(data["ranks"]), int(data["header_ranks"]),
-                   bool(data["rows"]))
-
-
-@dataclass(slots=True)
-class FileContext:
-    """Per-file parsing context that must survive restarts (kept with the file's offset), plus
-    where the line being applied is (``name``, ``offset``: set by the source, not persisted)."""
-
-    tests_op: str = ""
-    tests_run: TestsRun | None = None
-    timeouts: dict[str, tuple[str, int]] = _field(default_factory=dict)  # rank ("" = any) -> (event id, offset)
-    desync_rank: str = ""  # the rank whose desync report is being read
-    name: str = ""  # the file's stem
-    offset: int = 0  # byte offset of the current line
-
-    def copy(self) -> FileContext:
-        run = TestsRun.from_json(self.tests_run.to_json()) if self.tests_run else None
-        return FileContext(self.tests_op, run, dict(self.timeouts), self.desync_rank, self.name, self.offset)
-
-    def run_id(self) -> str:
-        name = self.name or "unknown"
-        return name if self.offset == 0 else f"{name}@{self.offset}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"tests_op": self.tests_op, "tests_run": self.tests_run.to_json() if self.tests_run else None,
-                "timeouts": {r: list(v) for r, v in self.timeouts.items()}, "desync_rank": self.desync_rank}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> FileContext:
-        """From a file entry of the state (entries written before these fields existed are fine)."""
-        run = data.get("tests_run")
-        timeouts = {str(r): (str(v[0]), int(v[1])) for r, v in (data.get("timeouts") or {}).items()}
-        return cls(str(data.get("tests_op", "")), TestsRun.from_json(run) if run else None, timeouts,
-                   str(data.get("desync_rank", "")))
-
-
-@dataclass(slots=True)
-class TimeoutRecord:
-    """One watchdog timeout as the NCCL page lists it."""
-
-    op: str
-    rank: str
-    seq: int
-    timeout_ms: int
-    ran_for_ms: int | None
-    pg: str
-    logged: str
-    seen_ms: int  # when the collector read it
-    lagging: set[int] = _field(default_factory=set)
-
-    @property
-    def id(self) -> str:
-        return f"{self.rank}|{self.pg}|{self.op}|{self.seq}|{self.logged}"
-
-    def key(self) -> SeriesKey:
-        labels = {"op": self.op, "rank": self.rank, "seq": str(self.seq), "timeout_ms": str(self.timeout_ms)}
-        optional = {"ran_for_ms": "" if self.ran_for_ms is None else str(self.ran_for_ms), "pg": self.pg,
-                    "logged": self.logged, "lagging_ranks": format_ranks(self.lagging)}
-        labels.update((k, v) for k, v in optional.items() if v)
-        return SeriesKey.of(TIMEOUT_EVENT, labels)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"op": self.op, "rank": self.rank, "seq": self.seq, "timeout_ms": self.timeout_ms,
-                "ran_for_ms": self.ran_for_ms, "pg": self.pg, "logged": self.logged, "seen_ms": self.seen_ms,
-                "lagging": sorted(self.lagging)}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> TimeoutRecord:
-        ran = d["ran_for_ms"]
-        return cls(str(d["op"]), str(d["rank"]), int(d["seq"]), int(d["timeout_ms"]), None if ran is None else int(ran),
-                   str(d["pg"]), str(d["logged"]), int(d["seen_ms"]), {int(r) for r in d["lagging"]})
 
 
 def _remember(table: dict[str, str], key: str, value: str) -> None:
@@ -190,8 +96,10 @@ def _key_json(key: SeriesKey, value: float) -> list[Any]:
 
 
 class NcclAggregator:
-    def __init__(self, max_series: int = 20_000) -> None:
+    def __init__(self, max_series: int = 20_000, host: str = "", watched: tuple[str, ...] = DEFAULT_WATCHED) -> None:
         self.max_series = max_series
+        self.host = host  # this collector's host: lines that name none are from here
+        self.software = SoftwareTable(watched)
         self.gauges: dict[SeriesKey, float] = {}
         self.counters: dict[SeriesKey, float] = {}
         self.links: dict[str, dict[str, set[str]]] = {}  # comm -> transport -> {"ch:src:dst"}
@@ -242,9 +150,23 @@ class NcclAggregator:
             _remember(self.rank_comm, f"{origin.process}:{rank}", comm)
 
     def apply(self, event: Event, ctx: FileContext) -> None:
+        origin = getattr(event, "origin", None)
+        if origin is not None:
+            ctx.host = origin.host
+        host = ctx.host or self.host or "unknown"
         match event:
             case NcclVersion(version=version):
                 self.set("nccl_info", 1.0, version=version)
+                self.software.version(host, "nccl", plain_nccl_version(version))
+            case EnvSetting(origin=o, name=name, value=value):
+                self.software.setting(o.host, name, value)
+            case TorchNcclEnvironment(nccl_version=version, settings=settings):
+                self.software.torch_settings(host, settings)
+                if version:
+                    self.software.version(host, "nccl", plain_nccl_version(version))
+            case EplbStep(model=model, balancedness=balancedness):
+                self.inc("moe_balancedness_sum", balancedness, model=model)
+                self.inc("moe_balancedness_count", 1.0, model=model)
             case CommInit(origin=o, comm_ptr=ptr, rank=rank, nranks=nranks, comm_id=comm_id):
                 comm = comm_id or self.ptr_comm.get(f"{o.process}:{ptr}") or ptr
                 _remember(self.ptr_comm, f"{o.process}:{ptr}", comm)
@@ -364,7 +286,7 @@ class NcclAggregator:
         for comm, nvls in self.nvls.items():
             channels[SeriesKey.of("nccl_transport_channels", comm=comm, transport="NVLS")] = float(nvls)
         out += [Sample(k, ts_ms, v) for k, v in channels.items()]
-        return out
+        return out + self.software.samples(ts_ms)
 
     # -- persistence ---------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -378,12 +300,15 @@ class NcclAggregator:
             "proc_comm": dict(self.proc_comm),
             "rank_comm": dict(self.rank_comm),
             "timeout_events": [r.to_json() for r in self.timeout_events.values()],
+            "software": self.software.to_json(),
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], max_series: int = 20_000) -> NcclAggregator:
+    def from_json(cls, data: dict[str, Any], max_series: int = 20_000, host: str = "",
+                  watched: tuple[str, ...] = DEFAULT_WATCHED) -> NcclAggregator:
         """Raises ``KeyError``/``TypeError``/``ValueError`` on a malformed document."""
-        agg = cls(max_series)
+        agg = cls(max_series, host, watched)
+        agg.software = SoftwareTable.from_json(data.get("software"), watched)
         for field, table in (("gauges", agg.gauges), ("counters", agg.counters)):
             for name, labels, value in data[field]:
                 table[SeriesKey(str(name), tuple((str(k), str(v)) for k, v in labels))] = float(value)

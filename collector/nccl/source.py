@@ -33,6 +33,7 @@ from collector.nccl.follower import FileState, Follower, Line, Opener, expand, o
 from collector.nccl.lines import parse_any
 from collector.nccl.metrics import NcclAggregator
 from collector.nccl.nccl_tests import op_from_name
+from collector.nccl.software import DEFAULT_WATCHED
 from collector.source import Health, ScrapeResult
 from store.clock import Clock
 from store.types import Sample, SampleBatch
@@ -52,12 +53,15 @@ class NcclLogSource:
         max_bytes_per_file: int = 16 * 1024 * 1024,
         max_series: int = 20_000,
         opener: Opener = open_binary,
+        host: str = "",
+        watched: Sequence[str] = DEFAULT_WATCHED,
     ) -> None:
         self.globs = list(globs)
         self.state_path = Path(state_path)
         self.clock = clock
         self.follower = Follower(max_bytes=max_bytes_per_file, opener=opener)
-        self.aggregator = NcclAggregator(max_series)
+        self.host, self.watched = host, tuple(watched)
+        self.aggregator = NcclAggregator(max_series, self.host, self.watched)
         self._max_series = max_series
         self._lock = threading.Lock()
         self._written = ""
@@ -76,7 +80,7 @@ class NcclLogSource:
             data = json.loads(text)
             if data.get("version") != STATE_VERSION:
                 raise ValueError(f"unknown state version {data.get('version')!r}")
-            aggregator = NcclAggregator.from_json(data["aggregate"], self._max_series)
+            aggregator = NcclAggregator.from_json(data["aggregate"], self._max_series, self.host, self.watched)
             self.follower.load(data["files"])
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             log.warning("%s: corrupt NCCL collector state, starting fresh: %s", self.state_path, exc)

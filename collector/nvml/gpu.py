@@ -51,6 +51,7 @@ class GpuState:
     uuid: str = ""
     name: str = ""
     pci_bus_id: str = ""
+    vbios: str = ""
     unsupported: set[str] = field(default_factory=set)
     stuck: asyncio.Future[Any] | None = None
     up: bool = True  # what the previous scrape reported, so only changes are logged
@@ -153,6 +154,8 @@ class GpuReader:
         except nvml.NVMLError as exc:
             raise GpuDown("identify", f"gpu {gpu.index}: {exc}") from exc
         gpu.name, gpu.pci_bus_id, gpu.uuid = name, text(pci.busId), uuid
+        vbios = await self.read(gpu, deadline, "vbios", ("nvmlDeviceGetVbiosVersion",))
+        gpu.vbios = text(vbios) if vbios is not None else ""
 
     async def read_gpu(self, gpu: GpuState, deadline: float, ts_ms: int, host: str) -> list[Sample]:
         """All fields of one GPU as samples; raises GpuDown when the GPU cannot be read."""
@@ -166,6 +169,8 @@ class GpuReader:
         async def get(key: str, fn: str, *args: Any) -> Any:
             return await self.read(gpu, deadline, key, (fn,), *args)
 
+        if gpu.vbios:
+            put(m.SOFTWARE_INFO, 1.0, (("component", "vbios"), ("version", gpu.vbios)))
         util = await get("utilization", "nvmlDeviceGetUtilizationRates")
         if util is not None:
             put(m.UTILIZATION, util.gpu / 100.0)

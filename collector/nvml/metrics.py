@@ -28,6 +28,8 @@ CLOCK_EVENT_REASONS = "gpu_clock_event_reasons"  # the raw NVML bitmask
 CLOCK_EVENT_REASON = "gpu_clock_event_reason_active"  # label reason=<name>, 0 or 1
 XID_ERRORS = "gpu_xid_errors_total"  # label xid=<code>
 LAST_XID = "gpu_last_xid"
+# What the node runs (label component = driver | cuda_driver | nvml | vbios, version = ...), 1.
+SOFTWARE_INFO = "node_software_info"
 
 # Clock-event (throttle) reasons: our label value, the pynvml constant name, and its value in
 # nvml.h (used when an older binding lacks the constant).

@@ -43,6 +43,26 @@ _XID_CRITICAL = 0x8  # nvmlEventTypeXidCriticalError in nvml.h
 _TIMEOUT = 10  # NVML_ERROR_TIMEOUT: "no event waiting"
 
 
+def system_versions(nvml: Any) -> dict[str, str]:
+    """Driver, CUDA driver (12040 -> "12.4", nvml.h's MAJOR/MINOR macros) and NVML versions; a
+    call that fails is left out (old drivers lack some), never the scrape."""
+    out: dict[str, str] = {}
+    for component, name in (("driver", "nvmlSystemGetDriverVersion"), ("cuda_driver", "nvmlSystemGetCudaDriverVersion"),
+                            ("nvml", "nvmlSystemGetNVMLVersion")):
+        fn = getattr(nvml, name, None)
+        if fn is None:
+            continue
+        try:
+            value = fn()
+        except nvml.NVMLError as exc:
+            log.debug("%s: %s", name, exc)
+            continue
+        if isinstance(value, int):
+            value = f"{value // 1000}.{(value % 1000) // 10}"
+        out[component] = text(value)
+    return out
+
+
 class NvmlGpuSource:
     """All GPUs of this host. ``per_call_timeout_s`` bounds each NVML call; ``init_retry_s`` is
     the least time between two ``nvmlInit`` attempts after one failed."""
@@ -71,6 +91,7 @@ class NvmlGpuSource:
         self._init_task: asyncio.Future[tuple[Any, int, Any]] | None = None
         self._next_init_at = 0.0
         self._init_error = ""
+        self._versions: dict[str, str] = {}  # component -> version, read at nvmlInit (a driver change needs one)
         self._xid_stuck: asyncio.Future[Any] | None = None
         # Local engine targets to match to GPUs by process (see collector.nvml.attribution).
         self.engine_targets = tuple(engine_targets)
@@ -86,6 +107,7 @@ class NvmlGpuSource:
         nvml = self._nvml if self._nvml is not None else importlib.import_module("pynvml")
         nvml.nvmlInit()
         count = int(nvml.nvmlDeviceGetCount())
+        self._versions = system_versions(nvml)
         event_set: Any = None
         try:
             event_set = nvml.nvmlEventSetCreate()
@@ -161,6 +183,8 @@ class NvmlGpuSource:
         await self._poll_xid(deadline)  # first: an XID 79 must be counted even if its GPU is gone
         per_gpu = await asyncio.gather(*(self._collect_gpu(g, deadline, ts_ms) for g in self._gpus))
         samples = [s for group in per_gpu for s in group]
+        samples += [Sample(SeriesKey.of(m.SOFTWARE_INFO, host=self.host, component=c, version=v), ts_ms, 1.0)
+                    for c, v in self._versions.items()]
         if self.engine_targets:
             samples += await self._attribute(deadline, ts_ms)
         return ScrapeResult(SampleBatch.from_samples(samples), Health.ok())

@@ -139,6 +139,11 @@ class FakeNvml:
         self._events: list[SimpleNamespace] = []
         self._energy = [1_000_000_000 + 1000 * i for i in range(gpu_count)]
         self.processes: dict[int, list[int]] = {}  # GPU index -> pids of its compute processes
+        # What nvidia-ml-py returns: str for the texts (bytes on old bindings), an int for CUDA.
+        self.driver_version: str | bytes = "550.54.15"
+        self.cuda_driver_version = 12040
+        self.nvml_version = "12.550.54.15"
+        self.vbios = ["96.00.89.00.01"] * gpu_count
 
     # -- test controls -------------------------------------------------------------------
 
@@ -195,6 +200,28 @@ class FakeNvml:
     def nvmlShutdown(self) -> None:
         self._note("nvmlShutdown", None)
         self.initialized = False
+
+    def _system(self, function: str) -> None:
+        self._note(function, None)
+        if not self.initialized:
+            raise NVMLError(1)
+        if function in self.unsupported.get(-1, set()):
+            raise NVMLError_NotSupported()
+
+    def nvmlSystemGetDriverVersion(self) -> str | bytes:
+        self._system("nvmlSystemGetDriverVersion")
+        return self.driver_version
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        self._system("nvmlSystemGetCudaDriverVersion")
+        return self.cuda_driver_version
+
+    def nvmlSystemGetNVMLVersion(self) -> str:
+        self._system("nvmlSystemGetNVMLVersion")
+        return self.nvml_version
+
+    def nvmlDeviceGetVbiosVersion(self, handle: Handle) -> str:
+        return self.vbios[self._device("nvmlDeviceGetVbiosVersion", handle)]
 
     def nvmlDeviceGetCount(self) -> int:
         self._note("nvmlDeviceGetCount", None)

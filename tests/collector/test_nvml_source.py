@@ -350,3 +350,16 @@ def test_the_fake_only_uses_names_real_pynvml_has() -> None:
     constants = [n for n in names if isinstance(getattr(FakeNvml, n), int)]
     assert len(constants) > 20
     assert {n: getattr(FakeNvml, n) for n in constants} == {n: getattr(pynvml, n) for n in constants}
+
+
+def test_versions_of_the_node_and_its_gpus() -> None:
+    nvml = FakeNvml(gpu_count=2)
+    nvml.cuda_driver_version = 12060
+    nvml.unsupported = {-1: {"nvmlSystemGetNVMLVersion"}, 1: {"nvmlDeviceGetVbiosVersion"}}
+    source = NvmlGpuSource(ManualClock(0), "n1", nvml=nvml)
+    result = run(lambda: collect(source))
+    info = {(s.series.get("component"), s.series.get("gpu"), s.series.get("version"))
+            for s in result.batch.samples() if s.series.name == "node_software_info"}
+    # an unsupported call costs only its own version; GPU 1 has no VBIOS but reports everything else
+    assert info == {("driver", "", "550.54.15"), ("cuda_driver", "", "12.6"), ("vbios", "0", "96.00.89.00.01")}
+    assert values(result)[("gpu_utilization_ratio", "1", ())] >= 0

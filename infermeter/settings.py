@@ -148,6 +148,19 @@ class StoreSettings(Strict):
         )
 
 
+class ExpertDistributionSettings(Strict):
+    """SGLang's expert distribution recorder (the server started with
+    --expert-distribution-recorder-mode stat): dumped every interval and read from dump_dir, giving
+    moe_expert_tokens_total{model,layer,expert} under the job <job>-experts."""
+
+    dump_dir: str = Field(
+        "/tmp", description="SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR of the server, as seen from here (the agent on "
+        "the SGLang node, or a shared volume)")
+    interval: DurationMs = Field(60_000, description="how often the recorder is dumped and read")
+    model: str | None = Field(None, description="the model label; null: the server's served_model_name")
+    keep_dumps: bool = Field(False, description="leave the dump files in place (default: delete each once read)")
+
+
 class TargetSettings(Strict):
     """One job: the same scrape settings for one or more URLs of /metrics endpoints."""
 
@@ -174,6 +187,8 @@ class TargetSettings(Strict):
         None, description="an Authorization header: type (Bearer) and credentials or credentials_file"
     )
     tls_config: TlsConfig | None = Field(None, description="CA, client certificate and server name for https")
+    expert_distribution: ExpertDistributionSettings | None = Field(
+        None, description="SGLang only: also read its expert distribution recorder (MoE routing counts)")
 
     @model_validator(mode="after")
     def _one_auth(self) -> TargetSettings:

@@ -13,6 +13,8 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
+
 from collector.manager import SourceFactory
 from collector.nccl.software import DEFAULT_WATCHED
 from collector.nccl.source import NcclLogSource
@@ -20,6 +22,7 @@ from collector.nvml import NvmlGpuSource
 from collector.nvml.attribution import EngineTarget, ProcessTable
 from collector.scrape_auth import split_userinfo
 from collector.scrape_loop import TargetSpec
+from collector.sglang_experts import SglangExpertSource
 from collector.source import Source
 from infermeter.settings import ScrapeSettings, Settings, TargetSettings
 from infermeter.settings_scrape_auth import scrape_auth
@@ -58,9 +61,28 @@ def _http_spec(scrape: ScrapeSettings, target: TargetSettings, url: str) -> Targ
     )
 
 
+def _expert_spec(target: TargetSettings, url: str) -> TargetSpec:
+    """SGLang's expert recorder at ``url``'s server: a target of its own (job ``<job>-experts``, so
+    its ``up`` is not the metrics scrape's)."""
+    recorder = target.expert_distribution
+    assert recorder is not None
+    bare, user, password = split_userinfo(url)
+    parts = urlsplit(bare)
+    options = {"dump_dir": recorder.dump_dir, "model": recorder.model or "", "keep_dumps": str(recorder.keep_dumps)}
+    return TargetSpec(
+        job=f"{target.job}-experts", url=f"{parts.scheme}://{parts.netloc}", instance=parts.netloc,
+        interval_s=recorder.interval / 1000, timeout_s=min(recorder.interval / 1000, 10.0),
+        labels=tuple(sorted(target.labels.items())), kind="sglang_experts", options=tuple(sorted(options.items())),
+        auth=scrape_auth(target.basic_auth, target.authorization, None, user, password),
+    )
+
+
 def _http_specs(scrape: ScrapeSettings) -> list[TargetSpec]:
-    """One target per URL of every job, with the job's settings or the scrape defaults."""
-    return [_http_spec(scrape, target, url) for target in scrape.targets for url in target.urls]
+    """One target per URL of every job, with the job's settings or the scrape defaults (and one more
+    per URL for SGLang's expert recorder where it is configured)."""
+    specs = [_http_spec(scrape, target, url) for target in scrape.targets for url in target.urls]
+    specs += [_expert_spec(t, url) for t in scrape.targets if t.expert_distribution is not None for url in t.urls]
+    return specs
 
 
 def _local_engines(specs: list[TargetSpec], host: str) -> list[list[object]]:
@@ -137,4 +159,9 @@ def source_factories(
             engine_targets=engines, processes=processes,
         )
 
-    return {"nccl": nccl, "nvml": nvml}
+    def sglang_experts(spec: TargetSpec) -> Source:
+        options = dict(spec.options)
+        return SglangExpertSource(spec.url, httpx.AsyncClient(), clock, options["dump_dir"], auth=spec.auth,
+                                  model=options["model"] or None, keep_dumps=options["keep_dumps"] == "True")
+
+    return {"nccl": nccl, "nvml": nvml, "sglang_experts": sglang_experts}

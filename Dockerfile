@@ -26,6 +26,8 @@ COPY infermeter infermeter
 COPY remote remote
 COPY ha ha
 COPY access access
+COPY moe moe
+COPY drift drift
 COPY migrations migrations
 RUN pip install ".${EXTRAS:+[$EXTRAS]}"
 

@@ -151,6 +151,7 @@ class Targets:
     imbalance_low: float = 0.30
     gpu_memory_ratio: float = 0.90
     gpu_temperature_celsius: float = 85.0
+    moe_max_over_mean: float = 2.0
 
     @classmethod
     def of(cls, thresholds: object) -> Targets:

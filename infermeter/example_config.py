@@ -60,6 +60,9 @@ EXAMPLES: dict[str, Any] = {
          "basic_auth": {"username": "scraper", "password_file": "/etc/infermeter/triton-password"}},
         {"job": "tgi", "urls": ["http://10.0.0.14:8080/metrics"],
          "basic_auth": {"username": "scraper", "password": "prefer-password_file"}},
+        {"job": "sglang", "urls": ["http://10.0.0.15:30000/metrics"], "engine": "sglang",
+         "expert_distribution": {"dump_dir": "/shared/sglang-experts", "interval": "1m", "model": "deepseek-v3",
+                                 "keep_dumps": False}},
     ],
     "security.tokens": [
         {"name": "grafana", "role": "viewer",

@@ -36,6 +36,7 @@ from reports.model import (
     Period,
     PriceLine,
     ReportSources,
+    SoftwareLine,
     SpendLine,
     TokenLine,
     Totals,
@@ -227,6 +228,17 @@ def _anomalies(src: ReportSources, period: Period, limit: int, notes: list[str])
     return found, "" if found else "no cost alert (CostPerTokenSpike, TokenCostOverBudget) fired in this period"
 
 
+def _software(src: ReportSources, period: Period, notes: list[str]) -> list[SoftwareLine]:
+    if src.software is None:
+        return []
+    try:
+        return src.software(period.start_ms, min(period.end_ms, src.now_ms))
+    except Exception as exc:  # as with the audit log: the rest of the report still stands
+        log.warning("reading the version series failed", exc_info=True)
+        notes.append(f"the version series could not be read: {type(exc).__name__}: {exc}")
+        return []
+
+
 def _changes(src: ReportSources, period: Period, notes: list[str]) -> list[ChangeLine]:
     if src.changes is None:
         return []
@@ -293,4 +305,5 @@ def _build(src: ReportSources, period: Period, top_anomalies: int) -> FinanceRep
         totals=totals, spend=spend, tokens=tokens, checks=checks, budgets=budgets, forecast=forecast,
         anomalies=anomalies, anomalies_note=anomalies_note, prices=price_lines(src.settings, period), days=days,
         idle_utilization=src.settings.idle_utilization, notes=notes, changes=_changes(src, period, notes),
+        software=_software(src, period, notes),
     )

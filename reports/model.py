@@ -109,6 +109,23 @@ ChangeSource = Callable[[int, int], list[ChangeLine]]
 
 
 @dataclass(frozen=True)
+class SoftwareLine:
+    """One version or watched setting on one node in the period (see :mod:`drift.table`)."""
+
+    node: str
+    cluster: str
+    component: str  # driver, cuda_driver, nvml, vbios, nccl, "engine vllm", or an NCCL_* / TORCH_NCCL_* name
+    value: str
+    first_ms: int
+    last_ms: int
+    odd: bool  # differs from what most nodes run at the end of the period
+    replaced: str  # the value it replaced on that node within the period ("" if none)
+
+
+SoftwareSource = Callable[[int, int], list[SoftwareLine]]
+
+
+@dataclass(frozen=True)
 class ReportSources:
     """Everything a report is built from; the CLI and the API each assemble one."""
 
@@ -118,6 +135,7 @@ class ReportSources:
     anomalies: AnomalySource | None = None
     forecast: SpendForecast | None = None
     changes: ChangeSource | None = None
+    software: SoftwareSource | None = None
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -267,6 +285,7 @@ class FinanceReport:
     idle_utilization: float
     notes: list[str] = field(default_factory=list)
     changes: list[ChangeLine] = field(default_factory=list)
+    software: list[SoftwareLine] = field(default_factory=list)
 
     @property
     def reconciled(self) -> bool:

@@ -197,6 +197,19 @@ def _prices(r: FinanceReport) -> Table:
     return _table(["Item", "Price", "From", "To", "In period"], rows, [45 * mm, 50 * mm, 32 * mm, 32 * mm, 16 * mm])
 
 
+def _software(r: FinanceReport) -> list[Flowable]:
+    """The odd values and the changes of the period (the full list is in the CSV / XLSX)."""
+    if not r.software:
+        return [_p("No version series in the period (NVML, NCCL logs or engine endpoints).", SMALL)]
+    shown = [v for v in r.software if v.odd or v.replaced]
+    if not shown:
+        nodes = len({v.node for v in r.software})
+        return [_p(f"All {nodes} nodes ran the same versions and settings; nothing changed in the period.", SMALL)]
+    rows = [[v.node, v.component, v.value, "differs from most nodes" if v.odd else "",
+             f"replaced {v.replaced} on {when(v.first_ms)}" if v.replaced else ""] for v in shown]
+    return [_table(["Node", "Component", "Value", "Drift", "Change"], rows, [28 * mm, 40 * mm, 35 * mm, 35 * mm, 42 * mm])]
+
+
 def render_pdf(r: FinanceReport) -> bytes:
     cur = r.currency
     story: list[Flowable] = [
@@ -239,6 +252,7 @@ def render_pdf(r: FinanceReport) -> bytes:
         [[when(c.at_ms), c.action, c.target, f"{c.actor} ({c.role}) from {c.address}"] for c in r.changes],
         [32 * mm, 28 * mm, 55 * mm, 60 * mm])] if r.changes else [_p("No prices, budgets, rules, silences or tokens "
                                                                    "changed in the period.", SMALL)])
+    story += _section("Versions and NCCL settings per node", _software(r))
     story += _section("Reconciliation", [_table(
         ["Check", "Expected", "Actual", "Difference", "Result"],
         [[c.name, money(c.expected), money(c.actual), money(c.difference), "OK" if c.ok else "FAILED"] for c in r.checks],

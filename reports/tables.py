@@ -135,9 +135,20 @@ CHANGES = (
     _c("role", "text", "", "viewer, operator or admin"),
     _c("address", "text", "", "the client address (cli, signal:SIGHUP for local changes)"),
 )
+SOFTWARE = (
+    _c("node", "key", "", "the node (its node or host label, else the host of the engine's instance)"),
+    _c("component", "key", "", "driver, cuda_driver, nvml, vbios, nccl, engine <name>, or an NCCL_* / TORCH_NCCL_* setting"),
+    _c("value", "key", "", "the version or setting ('unset': a watched setting the node never showed)"),
+    _c("first_seen", "time", "", "first seen in the period (ISO 8601 UTC, to the read's step)"),
+    _c("last_seen", "time", "", "last seen in the period"),
+    _c("odd", "bool", "", "differs from what most nodes of its cluster ran at the end of the period"),
+    _c("replaced", "text", "", "the value it replaced on this node within the period (an upgrade or a changed setting)"),
+    _c("cluster", "text", "", "the cluster label, when the series carry one"),
+)
 ALL_COLUMNS: dict[str, tuple[Column, ...]] = {
     "summary": SUMMARY, "checks": CHECKS, "spend": SPEND, "tokens": TOKENS, "budgets": BUDGETS,
     "forecast": FORECAST, "anomalies": ANOMALIES, "prices": PRICES, "daily": DAILY, "changes": CHANGES,
+    "software": SOFTWARE,
 }
 
 
@@ -222,6 +233,9 @@ def sheets(r: FinanceReport) -> list[Sheet]:
                      [((iso(d.day_ms) or "")[:10], d.dollars, d.cumulative) for d in r.days]))
     out.append(Sheet("changes", "changes", "", "Changes in the period (audit log)", CHANGES,
                      [(iso(c.at_ms), c.action, c.target, c.actor, c.role, c.address) for c in r.changes]))
+    out.append(Sheet("software", "software", "", "Versions and NCCL settings per node", SOFTWARE,
+                     [(v.node, v.component, v.value, iso(v.first_ms), iso(v.last_ms), v.odd, v.replaced, v.cluster)
+                      for v in r.software]))
     return out
 
 

@@ -141,7 +141,7 @@ def test_check_config_accepts_the_file_and_its_uncommented_examples(tmp_path: Pa
     out, err = StringIO(), StringIO()
     assert main(["check-config", str(uncommented)], out, err) == 0, err.getvalue()
     settings = parse_config_text(uncommented.read_text(), str(uncommented), environ={})
-    assert [t.job for t in settings.scrape.targets] == ["vllm", "dcgm", "triton", "tgi"]
+    assert [t.job for t in settings.scrape.targets] == ["vllm", "dcgm", "triton", "tgi", "sglang"]
     assert settings.scrape.targets[1].authorization is not None and settings.security.oidc is not None
     assert settings.security.tokens[0].role == "viewer"
     assert settings.scrape.targets[0].interval == 5_000

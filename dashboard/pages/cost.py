@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 from dash import Dash, html
 
-from dashboard import cost_reads
+from dashboard import cost_reads, moe_reads
 from dashboard.figures.breakdown import spend_bars_figure
 from dashboard.figures.common import Figure, note, state_of
 from dashboard.figures.series import add_thresholds, forecast_figure, lines_figure
-from dashboard.model import Line
+from dashboard.model import Bar, Line
 from dashboard.pages import overview
 from dashboard.pages.common import FORECAST_HINT, LEDGER_HINT, LIVE_COST_HINT, Page, hint
 from dashboard.pages.cost_editor import editor_layout, register_editor
@@ -27,8 +27,9 @@ BY_TENANT = Panel("cost-by-tenant", "Spend by tenant (in range)")
 IDLE = Panel("cost-idle", "Idle cost against total cost (trailing hour, $/h)")
 PER_TOKEN = Panel("cost-per-token", "Cost per 1M generated tokens, with its forecast")
 BUDGET = Panel("cost-budget", "Spend vs budget with the forecast and the projected crossing")
+MOE_IDLE = Panel("cost-moe-idle", "Idle MoE expert capacity by model (in range, estimate)")
 PRICES = Panel("cost-prices", "Prices in effect", kind="table", wide=True)
-PANELS = (BY_MODEL, BY_NODE, BY_GPU, BY_TENANT, IDLE, PER_TOKEN, BUDGET, PRICES)
+PANELS = (BY_MODEL, BY_NODE, BY_GPU, BY_TENANT, IDLE, PER_TOKEN, BUDGET, MOE_IDLE, PRICES)
 DIMENSION_OF = {BY_MODEL.id: "model", BY_NODE.id: "node", BY_GPU.id: "gpu_model", BY_TENANT.id: "tenant"}
 TENANT_HINT = " (tenants appear where the inference servers' token series carry a tenant label)"
 
@@ -94,6 +95,24 @@ def per_token(ctx: PanelContext, view: View) -> Figure:
     return figure
 
 
+def moe_idle(ctx: PanelContext, view: View) -> Figure:
+    """Each MoE model's spend split into the share its expert imbalance leaves idle and the rest
+    (see dashboard.moe_reads for the estimate)."""
+    share = moe_reads.idle_capacity(moe_reads.layer_loads(ctx, view))
+    if not share:
+        return spend_bars_figure([], empty_text=moe_reads.MOE_HINT)
+    dollars = moe_reads.idle_dollars(ctx, view, share)
+    if dollars is None:
+        return spend_bars_figure([], empty_text=LEDGER_HINT)
+    bars = []
+    for model, (spend, idle_part) in dollars.items():
+        bars += [Bar(model or "?", idle_part, "idle expert capacity"), Bar(model or "?", spend - idle_part, "experts busy")]
+    figure = spend_bars_figure(bars, empty_text=hint(view, LEDGER_HINT))
+    if state_of(figure) == "data":
+        note(figure, "busiest expert sets the pace of an expert-parallel step: 1 − mean/max per layer is idle")
+    return figure
+
+
 def prices(ctx: PanelContext, view: View) -> html.Div:
     cost = ctx.sources.price_book()
     return prices_tables(cost_reads.price_rows(cost, view.now_ms), cost.currency, price_notes(ctx))
@@ -104,6 +123,7 @@ def register(app: Dash, ctx: PanelContext) -> None:
     graph_panel(app, ctx, IDLE, lambda v: idle(ctx, v))
     graph_panel(app, ctx, PER_TOKEN, lambda v: per_token(ctx, v))
     graph_panel(app, ctx, BUDGET, lambda v: overview.budget(ctx, v))
+    graph_panel(app, ctx, MOE_IDLE, lambda v: moe_idle(ctx, v))
     table_panel(app, ctx, PRICES, lambda v: prices(ctx, v))
     register_editor(app, ctx)
 

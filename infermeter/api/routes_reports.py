@@ -12,6 +12,7 @@ from reports.api import create_report_router
 from reports.changes import AuditChanges
 from reports.forecast import rest_of_period
 from reports.model import ReportSources, SpendForecast
+from reports.software import VersionHistory
 
 
 def report_sources(runtime: RuntimeDep, _auth: PrincipalDep) -> ReportSources:
@@ -24,7 +25,7 @@ def report_sources(runtime: RuntimeDep, _auth: PrincipalDep) -> ReportSources:
         forecast = lambda lo, hi: rest_of_period(service.latest(SeriesId("spend")), lo, hi)  # noqa: E731
     return ReportSources(
         runtime.alerting.ledger, runtime.settings.cost, runtime.clock.now_ms(), AlertHistoryAnomalies(runtime.engine),
-        forecast=forecast, changes=AuditChanges(runtime.access.audit),
+        forecast=forecast, changes=AuditChanges(runtime.access.audit), software=VersionHistory(runtime.reader),
     )
 
 

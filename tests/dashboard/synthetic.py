@@ -14,6 +14,9 @@ before the end (and XID 48 on GPU 2 of node 0, 6 min before the end); GPU 2 of n
 uncorrectable ECC error 5 min before; node 0's NCCL rank 3 times out 8 min before (an
 ``nccl_timeout_event_timestamp_seconds`` series from then on, naming rank 5 as lagging); GPU 3 of
 node 0 serves a third fewer tokens (a throughput outlier); GPU 0 of node 1 runs hot (89 °C).
+Node 0's model routes tokens over 2 MoE layers of 8 experts: layer 1 sends three times its share
+to expert 0 and nothing to expert 7. Node 0 upgrades NCCL half way through the data; with three
+nodes or more, the last one runs another driver.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ HISTOGRAMS = {  # median seconds by model index, log-normal sigma
     "inference_e2e_request_latency_seconds": ((4.0, 8.0), 0.5),
 }
 MINUTE_MS = 60_000
+MOE_LAYERS, MOE_EXPERTS = 2, 8
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class FleetShape:
     requests_per_second: float = 6.0  # per node, before the daily swing
     per_gpu_tokens: bool = False  # write gpu_generation_tokens_per_second (else the ledger does)
     nccl: bool = True
+    moe: bool = True  # node 0's model routes over 2 layers x 8 experts (layer 1: expert 0 hot, 7 unused)
+    software: bool = True  # versions and NCCL settings per node (the last node: another driver)
     seed: int = 7
 
 
@@ -80,9 +86,9 @@ class SyntheticFleet:
         self._build_keys()
 
     # -- series ------------------------------------------------------------------------------
-    def _add(self, role: str, name: str, **labels: str) -> None:
+    def _add(self, role: str, metric: str, /, **labels: str) -> None:
         self._index.setdefault(role, []).append(len(self.keys))
-        self.keys.append(SeriesKey.of(name, labels))
+        self.keys.append(SeriesKey.of(metric, labels))
 
     def gpus(self) -> list[tuple[int, int]]:
         return [(n, g) for n in range(self.shape.nodes) for g in range(self.shape.gpus_per_node)]
@@ -134,6 +140,30 @@ class SyntheticFleet:
                 for size in (1 << 20, 16 << 20, 256 << 20):
                     self._add("tests_busbw", "nccl_tests_bus_bandwidth_bytes_per_second", job="nccl",
                               instance=f"{host_of(0)}:nccl", op="all_reduce", size_bytes=str(size), inplace="false", **run)
+
+        if s.moe:
+            for layer in range(MOE_LAYERS):
+                for expert in range(MOE_EXPERTS):
+                    self._add("moe", "moe_expert_tokens_total", job="vllm", instance=f"{host_of(0)}:8000",
+                              model=model_of(s, 0), layer=str(layer), expert=str(expert))
+            for part in ("sum", "count"):  # vLLM's EPLB step reports, one per scrape, balancedness 0.6
+                self._add(f"bal_{part}", f"moe_balancedness_{part}", job="nccl", instance=f"{host_of(0)}:nccl",
+                          model=model_of(s, 0))
+        if s.software:
+            for node in range(s.nodes):
+                host = host_of(node)
+                driver = "535.104.05" if node == s.nodes - 1 and s.nodes > 2 else "550.54.15"
+                self._add("info", "node_software_info", job="gpu", instance=host, host=host, component="driver",
+                          version=driver)
+                self._add("info_until_upgrade" if node == 0 else "info", "node_software_info", job="nccl",
+                          instance=host, host=host, component="nccl", version="2.21.5")
+                if node == 0:  # node 0 upgrades NCCL half way through the data
+                    self._add("info_after_upgrade", "node_software_info", job="nccl", instance=host, host=host,
+                              component="nccl", version="2.23.4")
+                self._add("info", "node_software_info", job="vllm", instance=f"{host}:8000", component="engine",
+                          engine="vllm", version="0.10.1")
+                self._add("info", "nccl_env_info", job="nccl", instance=host, host=host,
+                          name="TORCH_NCCL_BLOCKING_WAIT", value="1")
 
     # -- values ------------------------------------------------------------------------------
     def batches(self, points_per_batch: int = 240) -> Iterator[SampleBatch]:
@@ -258,8 +288,23 @@ class _State:
             out[self.idx["gpu_tokens"]] = np.round(per_gpu, 1)
         if s.nccl:
             self._nccl(out, ts, end)
+        if s.moe:  # routed tokens follow node 0's generated tokens, 2 experts per token
+            shares = np.tile(np.ones(MOE_EXPERTS), (MOE_LAYERS, 1))
+            shares[1, 0], shares[1, -1] = 3.0, 0.0
+            shares = (shares / shares.sum(axis=1, keepdims=True) * 2).reshape(-1)
+            ids = self.idx["moe"]
+            out[ids] = np.round(self.counters[ids][:, None] + np.cumsum(gen[0])[None, :] * shares[:, None])
+            for part, per_step in (("sum", 0.6), ("count", 1.0)):
+                bal = self.idx[f"bal_{part}"]
+                out[bal] = self.counters[bal][:, None] + per_step * np.arange(1, k + 1)[None, :]
+        if s.software:
+            out[self.idx["info"]] = 1.0
+            upgraded = ts >= (f.start_ms + end) // 2
+            out[self.idx["info_until_upgrade"]] = np.where(upgraded, np.nan, 1.0)
+            out[self.idx["info_after_upgrade"]] = np.where(upgraded, 1.0, np.nan)
         ctr = [*("energy", "ecc_cor", "req_success", "req_failure", "req_abort", "prompt", "generated", "http5xx")]
         ctr += [f"hist:{m}" for m in HISTOGRAMS] + (["timeouts", "warnings"] if s.nccl else [])
+        ctr += ["moe", "bal_sum", "bal_count"] if s.moe else []
         for name in ctr:
             ids = self.idx[name]
             self.counters[ids] = out[ids, -1]

@@ -85,3 +85,27 @@ def test_imbalance_alert_fires_with_the_skew_and_not_without(model_dir: Path) ->
     quiet = _series_from_worker(model_dir, 0.0)
     assert first_firing(groups, "MoeExpertImbalance", quiet, 20, every_s=60)[0] is None
     assert first_firing(groups, "MoeRoutingUnexpected", quiet, 20, every_s=60)[0] is None
+
+
+def test_a_served_worker_in_moe_mode_exports_its_routing(make_worker) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    w = make_worker(moe={"experts": 8, "top_k": 2, "skew": 1.5}, served_model_name="moe-ref")
+    before = httpx.get(f"{w.url}/metrics").text
+    assert "moe_expert_tokens_total" in before  # present from the start, all zero: warm-up is not counted
+    batch = parse_exposition(before, default_ts_ms=1).batch
+    assert sum(v for k, v in zip(batch.keys, batch.values) if k.name == "moe_expert_tokens_total") == 0
+    r = httpx.post(f"{w.url}/v1/generate", json={"prompt": "hello experts", "max_tokens": 8, "ignore_eos": True},
+                   timeout=60)
+    assert r.status_code == 200
+    batch = parse_exposition(httpx.get(f"{w.url}/metrics").text, default_ts_ms=1).batch
+    per_layer: dict[str, list[float]] = {}
+    for key, value in zip(batch.keys, batch.values):
+        if key.name == "moe_expert_tokens_total":
+            assert key.get("model_name") == "moe-ref"
+            per_layer.setdefault(key.get("layer"), []).append(float(value))
+    assert sorted(per_layer) == ["0", "1", "2", "3"] and all(len(v) == EXPERTS for v in per_layer.values())
+    totals = {sum(v) for v in per_layer.values()}
+    assert len(totals) == 1  # every layer saw every token
+    total = totals.pop()
+    assert total % TOP_K == 0 and total >= (8 + 2) * TOP_K  # prompt and generated tokens, top_k experts each

@@ -89,6 +89,9 @@ def test_openai_completions_shape(http: httpx.Client) -> None:
     assert events[-2]["choices"] == [] and events[-2]["usage"]["completion_tokens"] == 4
     assert events[-3]["choices"][0]["finish_reason"] == "length"
     assert http.get("/v1/models").json()["data"][0]["id"] == "ref-tiny"
+    from infermeter import __version__
+
+    assert http.get("/version").json() == {"version": __version__, "engine": "infermeter-worker"}  # as vLLM's /version
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,8 @@ from alerts.thresholds import Thresholds
 
 # (alert, input series {series: values}, eval_time, [(labels, value)] expected firing, eval_time_before_for)
 Scenario = tuple[str, dict[str, str], str, list[tuple[dict[str, str], float]], str]
+MOE_SKEWED = {f'moe_expert_tokens_total{{model="m", layer="0", expert="{e}", instance="w:1"}}':
+              f"{1000 * (e + 1)}+{400 if e == 0 else 100}x20" for e in range(4)}  # counters first seen non-zero
 
 SCENARIOS: list[Scenario] = [
     ("GpuMemoryHigh",
@@ -47,13 +49,25 @@ SCENARIOS: list[Scenario] = [
      {'infermeter_cost_per_million_tokens_dollars{scope="model", model="m"}': "1.2x30",
       'infermeter_budget_cost_per_million_tokens_dollars{scope="model", model="m"}': "1x30"},
      "17m", [({"scope": "model", "model": "m"}, 1.2)], "10m"),
+    # MoE: expert 0 of layer 0 takes 400 of every 700 tokens (2.29x the mean; 0.079 bits from uniform)
+    ("MoeExpertImbalance", MOE_SKEWED, "13m", [({"model": "m", "layer": "0"}, 400 / 175)], "10m"),
+    ("MoeRoutingUnexpected", MOE_SKEWED, "13m", [({"model": "m", "layer": "0"}, 0.07862088237983576)], "10m"),
+    # Drift: node c runs another driver; node b lacks TORCH_NCCL_BLOCKING_WAIT=1
+    ("NodeSoftwareDrift",
+     {f'node_software_info{{job="gpu", host="{h}", component="driver", version="{v}"}}': "1x25"
+      for h, v in (("a", "550.54.15"), ("b", "550.54.15"), ("c", "535.104.05"))},
+     "17m", [({"job": "gpu", "host": "c", "component": "driver", "version": "535.104.05"}, 1.0)], "14m"),
+    ("NcclSettingDrift",
+     {f'nccl_env_info{{job="nccl", host="{h}", name="TORCH_NCCL_BLOCKING_WAIT", value="{v}"}}': "1x25"
+      for h, v in (("a", "1"), ("b", "0"), ("c", "1"))},
+     "17m", [({"job": "nccl", "host": "b", "name": "TORCH_NCCL_BLOCKING_WAIT", "value": "0"}, 1.0)], "14m"),
 ]
 
 
 def _rule(name: str) -> dict[str, Any]:
     for group in default_rule_dicts(Thresholds())["groups"]:
         for rule in group["rules"]:
-            if rule["alert"] == name:
+            if rule.get("alert") == name:
                 return rule  # type: ignore[no-any-return]
     raise KeyError(name)
 

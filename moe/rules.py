@@ -92,5 +92,5 @@ def alert_rules(t: Thresholds, alert: Any) -> list[dict[str, Any]]:
               f"({dead_fraction(t.moe_unused_window)}) > 0", "info",
               "{{ $value | humanizePercentage }} of the experts of " + where
               + f" received no token in {t.moe_unused_window}: pruning candidates",
-              "7d", "1h"),
+              "7d", "1h", notice="weekly"),
     ]

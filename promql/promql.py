@@ -63,9 +63,9 @@ def _matching(m: VectorMatching) -> str:
         return ""
     text = f" {'on' if m.on else 'ignoring'}({', '.join(m.labels)})"
     if m.group:
-        text += f" group_{m.group}"
-        if m.include:
-            text += f"({', '.join(m.include)})"
+        # Always with its (possibly empty) label list: a bare group_left before a parenthesised
+        # operand would read that operand as the label list.
+        text += f" group_{m.group}({', '.join(m.include)})"
     return text
 
 

@@ -69,6 +69,10 @@ class RouteConfig(_Model):
     routes: tuple[RouteConfig, ...] = Field((), description="child routes")
 
 
+# Info-level notices that are not pages (unused MoE experts: pruning candidates) repeat weekly.
+WEEKLY_NOTICES = RouteConfig.model_validate({"matchers": ['notice="weekly"'], "repeat_interval": "7d"})
+
+
 class RootRouteConfig(_Model):
     """The root route: every alert enters here; the first matching child (depth first) takes it."""
 
@@ -78,7 +82,9 @@ class RootRouteConfig(_Model):
     group_interval: DurationMs = Field(300_000, description="how long to wait before notifying about changes in a group")
     repeat_interval: DurationMs = Field(4 * 3_600_000, description="how long to wait before repeating an unchanged notification")
     routes: tuple[RouteConfig, ...] = Field(
-        (), description="child routes; the first matching one (depth first) takes an alert"
+        default_factory=lambda: (WEEKLY_NOTICES,),
+        description="child routes; the first matching one (depth first) takes an alert (default: alerts labelled "
+        'notice="weekly", such as MoeExpertsUnused, repeat once a week; a list given here replaces it)',
     )
 
 

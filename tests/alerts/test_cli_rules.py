@@ -84,7 +84,7 @@ def test_export_passes_promtool_and_both_engines_agree(tmp_path: Path) -> None:
     assert code == 0, err
     check = subprocess.run([promtool, "check", "rules", "infermeter-rules.yml"], cwd=tmp_path, capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "25 rules found" in check.stdout
+    assert "36 rules found" in check.stdout
     unit = subprocess.run([promtool, "test", "rules", "infermeter-rules.test.yml"], cwd=tmp_path, capture_output=True, text=True)
     assert unit.returncode == 0, unit.stdout + unit.stderr
     code, _, err = _run("rules", "test", str(tmp_path / "infermeter-rules.test.yml"))

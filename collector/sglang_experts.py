@@ -131,8 +131,11 @@ class SglangExpertSource:
     async def _model(self, timeout: float) -> str:
         if self.model is None:
             response = await self.client.get(self.base + "/get_server_info", headers=self.headers, timeout=timeout)
-            info = response.json() if response.status_code == 200 else {}
-            name = info.get("served_model_name") or info.get("model_path") if isinstance(info, dict) else None
+            try:
+                info = response.json() if response.status_code == 200 else {}
+            except ValueError:  # not JSON: the counts are still worth having, under an unknown model
+                info = {}
+            name = (info.get("served_model_name") or info.get("model_path")) if isinstance(info, dict) else None
             self.model = str(name) if name else "unknown"
         return self.model
 
@@ -153,7 +156,7 @@ class SglangExpertSource:
             return self._result(ScrapeResult.failed("timeout", f"{self.base}: the recorder did not answer in time"))
         except _Refused as exc:
             return self._result(ScrapeResult.failed("http_status", str(exc)))
-        except (httpx.HTTPError, ValueError) as exc:
+        except httpx.HTTPError as exc:
             return self._result(ScrapeResult.failed("connect", f"{self.base}: {type(exc).__name__}: {exc}"))
         problems = await asyncio.to_thread(self._read_new)
         result = ScrapeResult(self._batch(model), Health.ok())

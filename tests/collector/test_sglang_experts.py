@@ -7,6 +7,7 @@ server without the recorder mark the target down and keep what was counted."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 
@@ -33,8 +34,11 @@ def fake_sglang(dump_dir: Path, mode: str = "stat") -> tuple[FastAPI, dict[str, 
         return {"status": "ok"}
 
     @app.get("/get_server_info")
-    async def info() -> dict[str, object]:
-        return {"served_model_name": "deepseek-v3", "version": "0.5.2", "expert_distribution_recorder_mode": mode}
+    async def info() -> Response:
+        if mode == "garbage":
+            return Response("<html>proxy error</html>", media_type="text/html")
+        return Response(json.dumps({"served_model_name": "deepseek-v3", "version": "0.5.2",
+                                    "expert_distribution_recorder_mode": mode}), media_type="application/json")
 
     @app.api_route("/start_expert_distribution_record", methods=["GET", "POST"])
     async def start() -> Response:
@@ -47,6 +51,8 @@ def fake_sglang(dump_dir: Path, mode: str = "stat") -> tuple[FastAPI, dict[str, 
     async def dump() -> Response:
         if state["hang"]:
             await asyncio.sleep(1.5)
+        if mode == "garbage":
+            return Response("\x00\x01 not a recorder", status_code=502)
         pending = state["pending"]
         assert isinstance(pending, torch.Tensor)
         stamp = time.time()
@@ -148,6 +154,10 @@ def test_garbage_hangs_and_a_server_without_the_recorder(tmp_path: Path) -> None
         refused = asyncio.run(refused_by(base))
     assert refused.health.reason == "http_status"
     assert "--expert-distribution-recorder-mode stat" in refused.health.error
+    garbage_app, _ = fake_sglang(tmp_path, "garbage")
+    with run_app(garbage_app) as base:
+        garbage = asyncio.run(refused_by(base))
+    assert garbage.health.reason == "http_status" and "dump_expert_distribution_record: HTTP 502" in garbage.health.error
 
 
 def test_configured_as_a_target_of_its_own(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
-MetricType = Literal["counter", "gauge", "histogram"]
+MetricType = Literal["counter", "gauge", "histogram", "summary"]
 
 
 class CanonicalMetric(NamedTuple):
@@ -221,6 +221,19 @@ CANONICAL: dict[str, CanonicalMetric] = {
     "gpu_fp64_pipe_active_ratio": _g("ratio", "FP64 pipe active, 0..1. DCGM_FI_PROF_PIPE_FP64_ACTIVE."),
     "gpu_fp32_pipe_active_ratio": _g("ratio", "FP32 pipe active, 0..1. DCGM_FI_PROF_PIPE_FP32_ACTIVE."),
     "gpu_fp16_pipe_active_ratio": _g("ratio", "FP16 pipe active, 0..1. DCGM_FI_PROF_PIPE_FP16_ACTIVE."),
+    # --- mixture of experts --------------------------------------------------------------------
+    "moe_expert_tokens_total": _c(
+        "tokens",
+        "Tokens routed to each expert of each MoE layer (labels layer, expert), a token counted once per expert "
+        "it goes to. The reference worker's MoE mode moe_expert_tokens_total (model_name -> model); SGLang's "
+        "expert distribution recorder (read by the sglang_experts source, not scraped).",
+    ),
+    "moe_balancedness": CanonicalMetric(
+        "summary", "",
+        "Expert-parallel balancedness per step, mean over max tokens per EP rank (1 = balanced), as a summary's "
+        "_sum and _count. SGLang sglang:eplb_balancedness (with SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC); vLLM's "
+        "'EPLB step: ... balancedness=' log lines (read by the NCCL log source).",
+    ),
 }
 
 
@@ -228,4 +241,6 @@ def sample_names(name: str) -> tuple[str, ...]:
     """The sample names a canonical family is written as (histograms: _bucket/_sum/_count)."""
     if CANONICAL[name].type == "histogram":
         return (f"{name}_bucket", f"{name}_sum", f"{name}_count")
+    if CANONICAL[name].type == "summary":
+        return (f"{name}_sum", f"{name}_count")
     return (name,)

@@ -47,8 +47,7 @@ QUEUE = "inference_queue_time_seconds"
 # MoE (moe/): tokens routed per layer and expert, and expert-parallel balancedness (mean over max
 # tokens per EP rank, SGLang's and vLLM's definition) as a summary's sum and count.
 EXPERT_TOKENS = "moe_expert_tokens_total"
-BALANCEDNESS_SUM = "moe_balancedness_sum"
-BALANCEDNESS_COUNT = "moe_balancedness_count"
+BALANCEDNESS = "moe_balancedness"
 
 US = 1e-6
 MS = 1e-3
@@ -93,9 +92,9 @@ VLLM = EngineRules(
 SGLANG = EngineRules(
     {
         "sglang:num_requests_total": (Rule(REQUESTS, select=const(outcome="success")),),
-        # Only with SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC, on EP rank 0; forward_mode is kept.
-        "sglang:eplb_balancedness_sum": (Rule(BALANCEDNESS_SUM),),
-        "sglang:eplb_balancedness_count": (Rule(BALANCEDNESS_COUNT),),
+        # A summary without quantiles (_sum, _count), only with SGLANG_ENABLE_EPLB_BALANCEDNESS_METRIC,
+        # on EP rank 0; forward_mode is kept.
+        "sglang:eplb_balancedness": (H(BALANCEDNESS),),
         "sglang:num_aborted_requests_total": (
             Rule(REQUESTS, scale=-1.0, select=const(outcome="success")),
             Rule(REQUESTS, select=const(outcome="abort")),

@@ -168,7 +168,8 @@ async def metadata(request: Request, runtime: RuntimeDep, metric: str | None = N
     stored = await run_in_threadpool(metric_names, runtime)
     data: dict[str, list[dict[str, str]]] = {}
     for family, meta in sorted(CANONICAL.items()):
-        present = family in stored or (meta.type == "histogram" and f"{family}_bucket" in stored)
+        present = family in stored or (meta.type == "histogram" and f"{family}_bucket" in stored) or (
+            meta.type == "summary" and f"{family}_count" in stored)
         if present and (metric is None or metric == family):
             data[family] = [{"type": meta.type, "help": meta.help, "unit": meta.unit}]
     if limit is not None and limit >= 0:

@@ -173,3 +173,23 @@ def test_configured_as_a_target_of_its_own(tmp_path: Path) -> None:
     source = source_factories(ManualClock(0))["sglang_experts"](recorder[0])
     assert isinstance(source, SglangExpertSource) and source.dump_dir == tmp_path
     asyncio.run(source.close())
+
+
+def test_sglang_balancedness_summary_maps_to_the_canonical_summary() -> None:
+    from collector.exposition import parse_exposition
+    from collector.mapping.mapper import CanonicalMapper
+
+    body = (  # prometheus_client's Summary without quantiles, as SGLang registers it on EP rank 0
+        "# HELP sglang:eplb_balancedness Balancedness of MoE in expert parallelism.\n"
+        "# TYPE sglang:eplb_balancedness summary\n"
+        'sglang:eplb_balancedness_count{engine_type="unified",forward_mode="decode",model_name="deepseek-v3",'
+        'moe_ep_rank="0",pp_rank="0",tp_rank="0"} 120.0\n'
+        'sglang:eplb_balancedness_sum{engine_type="unified",forward_mode="decode",model_name="deepseek-v3",'
+        'moe_ep_rank="0",pp_rank="0",tp_rank="0"} 81.5\n'
+        'sglang:eplb_balancedness_created{engine_type="unified",forward_mode="decode",model_name="deepseek-v3",'
+        'moe_ep_rank="0",pp_rank="0",tp_rank="0"} 1.733e+09\n'
+    )
+    mapped = CanonicalMapper().map(parse_exposition(body, default_ts_ms=1).batch, "sglang")
+    got = {(k.name, k.get("model"), k.get("forward_mode")): v for k, v in zip(mapped.keys, mapped.values)}
+    assert got == {("moe_balancedness_count", "deepseek-v3", "decode"): 120.0,
+                   ("moe_balancedness_sum", "deepseek-v3", "decode"): 81.5}

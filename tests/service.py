@@ -35,6 +35,17 @@ def wait_http(url: str, timeout_s: float, proc: subprocess.Popen[str] | None = N
     raise AssertionError(f"{url} did not answer 200 within {timeout_s} s")
 
 
+def health_app() -> FastAPI:
+    """An app answering ``GET /health`` (what :func:`run_app` waits for); tests add their routes."""
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

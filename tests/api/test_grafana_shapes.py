@@ -113,7 +113,10 @@ def test_explore_metrics_browser_and_code_editor(grafana_view: str) -> None:
         assert kinds == {"alerting"} and all({"query", "health", "state", "alerts"} <= r.keys()
                                              for g in rules["groups"] for r in g["rules"])
         recording = _ok(c.get("/api/v1/rules", params={"type": "record"}))
-        assert isinstance(recording, dict) and not [r for g in recording["groups"] for r in g["rules"]]
+        assert isinstance(recording, dict)
+        recorded = [r for g in recording["groups"] for r in g["rules"]]
+        assert {r["type"] for r in recorded} == {"recording"}  # the MoE figures of the default pack
+        assert "moe:layer_max_over_mean:rate10m" in {r["name"] for r in recorded}
         alerts = _ok(c.get("/api/v1/alerts"))
         assert isinstance(alerts, dict) and isinstance(alerts["alerts"], list)
         runtime = _ok(c.get("/api/v1/status/runtimeinfo"))

@@ -23,7 +23,7 @@ import pytest
 from fastapi import FastAPI, Response
 
 from tests.engines import Prometheus, VictoriaMetrics, needs_prometheus, needs_vm
-from tests.service import free_port, run_app, wait_http
+from tests.service import free_port, health_app, run_app, wait_http
 
 
 class Sequence:
@@ -32,11 +32,7 @@ class Sequence:
         self._lock = threading.Lock()
 
     def app(self) -> FastAPI:
-        app = FastAPI()
-
-        @app.get("/health")
-        async def health() -> dict[str, str]:
-            return {"status": "ok"}
+        app = health_app()
 
         @app.get("/metrics")
         async def metrics() -> Response:

@@ -16,17 +16,13 @@ from collector.http_source import HttpExpositionSource
 from collector.scrape_loop import ScrapeLoop, TargetSpec
 from store import ManualClock
 from store.types import SampleBatch, is_stale_marker
-from tests.service import run_app
+from tests.service import health_app, run_app
 
 METRICS = 'vllm:num_requests_running{model_name="m",engine="0"} 1\n'
 
 
 def engine_app(kind: str, state: dict[str, str]) -> FastAPI:
-    app = FastAPI()
-
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    app = health_app()
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -19,7 +19,7 @@ from collector.sglang_experts import SglangExpertSource, read_dump
 from infermeter.settings import Settings
 from infermeter.targets import source_factories, target_specs
 from store.clock import ManualClock
-from tests.service import run_app
+from tests.service import health_app, run_app
 
 torch = pytest.importorskip("torch")
 LAYERS, EXPERTS = 3, 4
@@ -27,11 +27,7 @@ LAYERS, EXPERTS = 3, 4
 
 def fake_sglang(dump_dir: Path, mode: str = "stat") -> tuple[FastAPI, dict[str, object]]:
     state: dict[str, object] = {"recording": False, "pending": torch.zeros(2, LAYERS, EXPERTS), "hang": False}
-    app = FastAPI()
-
-    @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    app = health_app()
 
     @app.get("/get_server_info")
     async def info() -> Response:

@@ -5,7 +5,6 @@ nodes, the last one runs another driver."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -19,9 +18,8 @@ from dashboard.settings import DashboardSettings
 from dashboard.sources import Sources
 from dashboard.window import HOUR_MS
 from drift.table import changes, history
-from infermeter import db
-from store import ManualClock, Reader, StoreOptions, TimeSeriesStore, create_store_engine
-from store.types import SampleBatch
+from store import Reader
+from tests.dashboard.fleet_store import fleet_store
 from tests.dashboard.synthetic import FleetShape, SyntheticFleet
 
 T0 = 1_800_000_000_000
@@ -29,19 +27,9 @@ T0 = 1_800_000_000_000
 
 @pytest.fixture(scope="module")
 def ctx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PanelContext]:
-    path: Path = tmp_path_factory.mktemp("moe-page") / "store.db"
-    engine = create_store_engine(f"sqlite:///{path}")
-    db.upgrade(engine)
     fleet = SyntheticFleet(FleetShape(nodes=3, gpus_per_node=2), T0 - HOUR_MS, T0)
-    clock = ManualClock(fleet.start_ms)
-    store = TimeSeriesStore(engine, clock, StoreOptions())
-    store.open()
-    for batch in fleet.batches():
-        clock.set(int(batch.ts_ms[-1]))
-        store.append(SampleBatch(batch.keys, batch.key_index, batch.ts_ms, batch.values))
-    yield PanelContext(Sources(clock, Reader(store), CostSettings()), DashboardSettings())
-    store.close(flush=False)
-    engine.dispose()
+    with fleet_store(tmp_path_factory.mktemp("moe-page") / "store.db", fleet) as (store, clock):
+        yield PanelContext(Sources(clock, Reader(store), CostSettings()), DashboardSettings())
 
 
 def test_expert_loads_and_the_least_balanced_layer(ctx: PanelContext) -> None:

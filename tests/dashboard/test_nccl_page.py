@@ -16,11 +16,10 @@ from dashboard.pages import PAGES
 from dashboard.pages.nccl import TIMEOUT_EVENTS, TIMEOUT_HEADER, size_series, timeout_rows
 from dashboard.queries import Filters, SeriesQueries, View, one_of
 from dashboard.window import HOUR_MS, MINUTE_MS
-from infermeter import db
-from store import ManualClock, Reader, StoreOptions, TimeSeriesStore, create_store_engine
-from store.types import SampleBatch
+from store import ManualClock, Reader, TimeSeriesStore
 from tests.collector.nccl_fixtures import DESYNC_LOG, timeout_line
 from tests.dashboard.browser import available, chrome, severe_logs, wait_drawn
+from tests.dashboard.fleet_store import fleet_store
 from tests.dashboard.service import make_settings, seed, serve_dashboard
 from tests.dashboard.synthetic import FleetShape, SyntheticFleet
 
@@ -52,20 +51,9 @@ def test_nccl_tests_traces_name_their_run() -> None:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TimeSeriesStore, ManualClock, SyntheticFleet]]:
-    path: Path = tmp_path_factory.mktemp("nccl-page") / "store.db"
-    engine = create_store_engine(f"sqlite:///{path}")
-    db.upgrade(engine)
     fleet = SyntheticFleet(FleetShape(nodes=2, gpus_per_node=4), T0 - HOUR_MS, T0)
-    clock = ManualClock(fleet.start_ms)
-    opened = TimeSeriesStore(engine, clock, StoreOptions())
-    opened.open()
-    ids = opened.resolve(fleet.keys)
-    for batch in fleet.batches():
-        clock.set(int(batch.ts_ms[-1]))
-        opened.append(SampleBatch(batch.keys, batch.key_index, batch.ts_ms, batch.values, ids))
-    yield opened, clock, fleet
-    opened.close()
-    engine.dispose()
+    with fleet_store(tmp_path_factory.mktemp("nccl-page") / "store.db", fleet) as (opened, clock):
+        yield opened, clock, fleet
 
 
 def test_the_synthetic_timeout_is_a_row_in_range_and_for_its_node(store: tuple[TimeSeriesStore, ManualClock, SyntheticFleet]) -> None:

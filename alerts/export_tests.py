@@ -57,6 +57,11 @@ SCENARIOS: list[Scenario] = [
      {f'node_software_info{{job="gpu", host="{h}", component="driver", version="{v}"}}': "1x25"
       for h, v in (("a", "550.54.15"), ("b", "550.54.15"), ("c", "535.104.05"))},
      "17m", [({"job": "gpu", "host": "c", "component": "driver", "version": "535.104.05"}, 1.0)], "14m"),
+    ("NodeSoftwareDrift",  # two nodes, two versions: no intended one, both are named
+     {f'node_software_info{{job="nccl", host="{h}", component="nccl", version="{v}"}}': "1x25"
+      for h, v in (("a", "2.21.5"), ("b", "2.23.4"))},
+     "17m", [({"job": "nccl", "host": "a", "component": "nccl", "version": "2.21.5"}, 1.0),
+             ({"job": "nccl", "host": "b", "component": "nccl", "version": "2.23.4"}, 1.0)], "14m"),
     ("NcclSettingDrift",
      {f'nccl_env_info{{job="nccl", host="{h}", name="TORCH_NCCL_BLOCKING_WAIT", value="{v}"}}': "1x25"
       for h, v in (("a", "1"), ("b", "0"), ("c", "1"))},

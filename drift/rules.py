@@ -7,8 +7,8 @@ and PyTorch logs: nccl; each engine's own endpoint: engine) and ``nccl_env_info{
 A group is the series sharing ``job`` and ``cluster`` (absent labels group together), and, for
 versions, the component, the engine and the GPU model (GPUs of another model may rightly carry
 another VBIOS). The most common value of a group is taken as the intended one; every series with
-another value fires, naming its node and value. With two nodes that differ the pick is arbitrary
-(one of them is named); the dashboard's drift table shows both sides.
+another value fires, naming its node and value. When no value is the most common alone (two
+nodes, two versions) every node of the tied values fires: there is no intended one to tell.
 """
 
 from __future__ import annotations
@@ -23,9 +23,15 @@ SETTING_GROUP = "job, cluster, name"
 
 
 def odd_ones(selector: str, group: str, value: str) -> str:
-    """The series of ``selector`` whose ``value`` label is not their group's most common one."""
-    return (f"{selector} unless on ({group}, {value}) "
-            f"topk by ({group}) (1, count by ({group}, {value}) ({selector}))")
+    """The series of ``selector`` whose ``value`` is not their group's most common one; when the
+    most common count is shared (two nodes, two versions), every series of the tied values, so the
+    answer never depends on how an engine orders ties."""
+    counts = f"count by ({group}, {value}) ({selector})"
+    top = f"max by ({group}) ({counts})"
+    at_top = f"({counts} == on ({group}) group_left() {top})"
+    minority = f"({counts} < on ({group}) group_left() {top})"
+    tied = f"({at_top} and on ({group}) (count by ({group}) {at_top} > 1))"
+    return f"{selector} and on ({group}, {value}) ({minority} or {tied})"
 
 
 def settings_selector(names: list[str]) -> str:

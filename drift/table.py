@@ -84,10 +84,12 @@ def drift_table(current: list[Span]) -> DriftTable:
             values = Counter(r[column] for (c, _), r in table.rows.items() if c == cluster and column in r)
             if len(values) < 2:
                 continue
-            common = max(sorted(values), key=lambda v: values[v])
-            table.intended[(cluster, column)] = common
+            top = max(values.values())
+            leaders = [v for v, n in values.items() if n == top]
+            common = leaders[0] if len(leaders) == 1 else ""  # a tie: no intended value, all of them odd
+            table.intended[(cluster, column)] = common or "no most common value"
             table.odd |= {(cluster, node, column) for (c, node), r in table.rows.items()
-                          if c == cluster and r.get(column, common) != common}
+                          if c == cluster and column in r and r[column] != common}
     return table
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from store.types import SampleBatch, SeriesKey
+from store.types import STALE_NAN, SampleBatch, SeriesKey
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -299,9 +299,9 @@ class _State:
                 out[bal] = self.counters[bal][:, None] + per_step * np.arange(1, k + 1)[None, :]
         if s.software:
             out[self.idx["info"]] = 1.0
-            upgraded = ts >= (f.start_ms + end) // 2
-            out[self.idx["info_until_upgrade"]] = np.where(upgraded, np.nan, 1.0)
-            out[self.idx["info_after_upgrade"]] = np.where(upgraded, 1.0, np.nan)
+            upgraded = ts >= (f.start_ms + end) // 2  # the series that is not there carries staleness markers
+            out[self.idx["info_until_upgrade"]] = np.where(upgraded, STALE_NAN, 1.0)
+            out[self.idx["info_after_upgrade"]] = np.where(upgraded, 1.0, STALE_NAN)
         ctr = [*("energy", "ecc_cor", "req_success", "req_failure", "req_abort", "prompt", "generated", "http5xx")]
         ctr += [f"hist:{m}" for m in HISTOGRAMS] + (["timeouts", "warnings"] if s.nccl else [])
         ctr += ["moe", "bal_sum", "bal_count"] if s.moe else []

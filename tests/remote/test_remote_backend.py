@@ -116,7 +116,7 @@ def _alerts(runtime: Runtime) -> set[tuple[str, tuple[tuple[str, str], ...], str
 
 
 def test_every_seeded_sample_is_in_the_engine(pair: Pair) -> None:
-    rows = pair.vm.export('{__name__=~"gpu_.*|inference_.*|nccl_.*"}')
+    rows = pair.vm.export('{__name__=~"gpu_.*|inference_.*|nccl_.*|moe_.*|node_.*"}')
     in_engine = sum(len(r["values"]) for r in rows)  # type: ignore[arg-type]
     assert in_engine >= pair.seeded_samples * 0.99 and rows, (in_engine, pair.seeded_samples)
 

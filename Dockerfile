@@ -28,6 +28,7 @@ COPY ha ha
 COPY access access
 COPY moe moe
 COPY drift drift
+COPY releases releases
 COPY migrations migrations
 RUN pip install ".${EXTRAS:+[$EXTRAS]}"
 

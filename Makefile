@@ -36,7 +36,7 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 typecheck: $(STAMP)
-	$(BIN)/mypy store promql infermeter collector alerts cost forecast reports dashboard worker remote ha access moe drift
+	$(BIN)/mypy store promql infermeter collector alerts cost forecast reports dashboard worker remote ha access moe drift releases
 
 # Every benchmark in turn (python -m benchmarks.run_all), then all their target lines;
 # QUICK=1 passes --quick (a few minutes), BENCH_ARGS more (e.g. --only parse_bench,store_bench).

@@ -50,6 +50,7 @@ from infermeter.telemetry import Telemetry
 from infermeter.tenant_series import TenantSeries
 from promql import SampleSource
 from promql.sources import StoreSource
+from releases.markers import MarkerStore
 from remote import EngineClient, RemoteReader, RemoteSampleStore, RemoteSource
 from remote.store import RemoteStoreCollector
 from store.clock import Clock, SystemClock
@@ -88,6 +89,7 @@ class Runtime:
     scrapes: ScrapeManager | None = None  # built by build_runtime; loops start with the server
     telemetry: Telemetry | None = None
     access: Access = field(init=False)  # built by build_runtime
+    markers: MarkerStore = field(init=False)  # deploy and config-change markers
     live_cost: LiveCost = field(init=False)  # the config's prices + those changed through the API
     rule_digests: dict[str, str] = field(default_factory=dict)  # of the rule files as last loaded
     tenant_series: TenantSeries = field(default_factory=TenantSeries)  # series each pusher created
@@ -357,6 +359,7 @@ def build_runtime(
         engine, clock, settings.security, lambda: runtime.settings.server.api_token,
         lambda: runtime.settings.server.open_reads, lambda: tuple(runtime.settings.security.tokens),
     )
+    runtime.markers = MarkerStore(engine, clock)  # user input, as tokens: either process of a pair writes
     if settings.worker.embedded:
         runtime.worker = EmbeddedWorker(settings.worker)
     # The notifier reads its outbox and groups from the database: built after the migration.

@@ -10,7 +10,8 @@ from alerts.schema import metadata as alerts_metadata
 from cost.schema import metadata as cost_metadata
 from forecast.schema import metadata as forecast_metadata
 from ha.schema import metadata as ha_metadata
+from releases.schema import metadata as releases_metadata
 from store.schema import metadata as store_metadata
 
 ALL_METADATA: list[MetaData] = [store_metadata, notify_metadata, alerts_metadata, forecast_metadata, ha_metadata,
-                                 access_metadata, cost_metadata]
+                                 access_metadata, cost_metadata, releases_metadata]

@@ -270,6 +270,25 @@ def smoke_tokens_and_audit(s: SmallStore) -> None:
     assert _cli(s.config, "tokens", "revoke", "99999").returncode == 2
 
 
+def smoke_mark_and_compare(s: SmallStore) -> None:
+    made = _ok(_cli(s.config, "mark", "deploy", "--model", "llama-8b", "--version", "v2", "--at", "now-3h",
+                    "--message", "new weights"))
+    marker_id = made.split()[0]
+    assert "deploy llama-8b v2: new weights" in made
+    assert "config all models" in _ok(_cli(s.config, "mark", "config", "--message", "batch 64", "--at", "now-2h"))
+    assert "other" in _ok(_cli(s.config, "mark", "other", "--node", "node-a"))
+    listed = _ok(_cli(s.config, "mark", "list", "--model", "llama-8b"))
+    assert "deploy llama-8b v2" in listed and "config all models" in listed and "other all models on node-a" in listed
+    assert "llama-8b" not in _ok(_cli(s.config, "mark", "list", "--model", "qwen"))  # fleet-wide ones only
+    compared = _ok(_cli(s.config, "compare", "--marker", marker_id, "--window", "30m"))
+    assert "cost per 1M tokens" in compared and "GPU utilization" in compared and "verdict" in compared
+    assert _ok(_cli(s.config, "compare", "--at", "now-90m", "--json")).startswith('{"after"')
+    assert _cli(s.config, "mark", "deploy", "--model", "x").returncode == 2  # argparse: --version required
+    assert _cli(s.config, "compare", "--at", "now-10m").returncode == 1  # the after window is not over yet
+    assert _ok(_cli(s.config, "mark", "delete", marker_id)).strip() == f"marker {marker_id} deleted"
+    assert _cli(s.config, "mark", "delete", marker_id).returncode == 1
+
+
 SMOKE: dict[str, Callable[[SmallStore], None]] = {
     "up": smoke_up,
     "agent": smoke_agent,
@@ -292,6 +311,12 @@ SMOKE: dict[str, Callable[[SmallStore], None]] = {
     "tokens revoke": smoke_tokens_and_audit,
     "tokens hash": smoke_tokens_and_audit,
     "audit": smoke_tokens_and_audit,
+    "mark deploy": smoke_mark_and_compare,
+    "mark config": smoke_mark_and_compare,
+    "mark other": smoke_mark_and_compare,
+    "mark list": smoke_mark_and_compare,
+    "mark delete": smoke_mark_and_compare,
+    "compare": smoke_mark_and_compare,
 }
 
 

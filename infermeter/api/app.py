@@ -23,6 +23,7 @@ from infermeter.api import (
     routes_access,
     routes_alerts,
     routes_cost,
+    routes_events,
     routes_prices,
     routes_promql,
     routes_read,
@@ -149,6 +150,7 @@ def create_app(runtime: Runtime, *, manage_lifecycle: bool = True) -> FastAPI:
     app.include_router(routes_cost.router)
     app.include_router(routes_prices.router)
     app.include_router(routes_access.router)
+    app.include_router(routes_events.router)
     app.include_router(silences_router(lambda: _notifier(runtime).silences, editor))
     app.include_router(forecast_router(lambda: _forecasting(runtime).service))
     app.include_router(routes_reports.router())

@@ -20,7 +20,7 @@ from store.clock import ManualClock
 from tests.service import serve
 
 T0 = 1_764_000_000_000
-PARAMS = {"name": "job", "silence_id": "no-such-silence", "token_id": "999999"}
+PARAMS = {"name": "job", "silence_id": "no-such-silence", "token_id": "999999", "event_id": "999999"}
 DENIED = (401, 403)
 
 

@@ -1,6 +1,7 @@
 """The three checks seed 000 §4.2 asks for when per-token cost jumps, attached to the alert:
 (1) the utilization curve, (2) the change in request mix (prompt and generation lengths),
-(3) whether autoscaling acted on its last recommendation.
+(3) whether autoscaling acted on its last recommendation; and the nearest deploy or config
+change before the alert (``check_release``), when markers are recorded.
 
 Each check compares the last hour with the 24 hours before it, on the same store the rules read.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 from alerts.scaling import ScaleAdvisor
 from promql import EvalContext, SampleSource, Vector, context_at, parse
@@ -37,10 +39,13 @@ class CostSpikeChecks:
         source: SampleSource,
         advisor: ScaleAdvisor | None,
         count_instances: Callable[[str, int], int],
+        nearest_change: Callable[[int, str], Any] | None = None,
     ) -> None:
         self.source = source
         self.advisor = advisor
         self.count_instances = count_instances
+        # (at_ms, model) -> the latest marker before (releases.markers.MarkerStore.nearest_before)
+        self.nearest_change = nearest_change
 
     def __call__(self, labels: dict[str, str], at_ms: int) -> dict[str, str]:
         model = labels.get("model", "")
@@ -74,7 +79,19 @@ class CostSpikeChecks:
             mix.append(text)
         checks["check_request_mix"] = "; ".join(mix)
         checks["check_autoscaling"] = self._autoscaling(model or "fleet", at_ms)
+        if self.nearest_change is not None:
+            checks["check_release"] = self._release(model, at_ms)
         return checks
+
+    def _release(self, model: str, at_ms: int) -> str:
+        try:
+            marker = self.nearest_change(at_ms, model)  # type: ignore[misc]
+        except Exception as exc:  # the markers table is one more read: its failure is said, not raised
+            return f"deploy markers could not be read: {type(exc).__name__}"
+        if marker is None:
+            return "no deploy or config change recorded in the 24 h before"
+        return (f"nearest change before: {marker.describe()} ({(at_ms - marker.at_ms) / 60_000:.0f} min before); "
+                f"compare it with `infermeter compare --marker {marker.id}`")
 
     def _autoscaling(self, scope: str, at_ms: int) -> str:
         event = self.advisor.last_event(scope) if self.advisor is not None else None

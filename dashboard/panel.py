@@ -18,6 +18,7 @@ from dash import Dash, Input, Output, dcc, html
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from dashboard.figures.common import Figure, error, message_figure
+from dashboard.figures.markers import with_markers
 from dashboard.queries import Filters, SeriesQueries, View
 from dashboard.settings import DashboardSettings
 from dashboard.sources import Sources
@@ -99,6 +100,14 @@ class PanelContext:
         return View(self.sources.clock.now_ms(), parse_range(range_value, self.settings.default_range),
                     Filters.of(models, nodes), self.settings.max_points_per_trace)
 
+    def markers(self, view: View) -> list[Any]:
+        """The change markers in the view's range (for its one selected model, else all)."""
+        read = self.sources.markers
+        if read is None:
+            return []
+        model = view.filters.models[0] if len(view.filters.models) == 1 else None
+        return read(view.start_ms, view.now_ms, model)
+
     def run(self, panel_id: str, build: Callable[[], T], fail: Callable[[str], T]) -> T:
         started = time.perf_counter()
         try:
@@ -120,7 +129,8 @@ class PanelContext:
 def graph_panel(app: Dash, ctx: PanelContext, panel: Panel, build: Callable[[View], Figure]) -> None:
     def update(range_value: object, models: object, nodes: object, _n: object) -> Figure:
         view = ctx.view(range_value, models, nodes)
-        return ctx.run(panel.id, lambda: build(view), lambda text: error(text, panel.height))
+        return ctx.run(panel.id, lambda: with_markers(build(view), ctx.markers(view)),
+                       lambda text: error(text, panel.height))
 
     app.callback(Output(panel.id, "figure"), *CONTROL_INPUTS)(update)
 
@@ -139,7 +149,8 @@ def graph_panels(app: Dash, ctx: PanelContext, panels: Sequence[Panel], build: C
 
     def update(range_value: object, models: object, nodes: object, _n: object) -> list[Figure]:
         view = ctx.view(range_value, models, nodes)
-        return ctx.run(key, lambda: list(build(view)), lambda text: [error(text, p.height) for p in panels])
+        return ctx.run(key, lambda: [with_markers(f, ctx.markers(view)) for f in build(view)],
+                       lambda text: [error(text, p.height) for p in panels])
 
     app.callback([Output(p.id, "figure") for p in panels], *CONTROL_INPUTS)(update)
 

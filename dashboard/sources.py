@@ -184,6 +184,9 @@ class Sources:
     # Change prices and budgets as ``principal`` from ``address``: (action, fields, principal,
     # address) -> what was stored; raises ValueError naming the problem. None: read-only.
     edit_cost: Callable[[str, dict[str, Any], Principal, str], dict[str, Any]] | None = None
+    # Deploy and config-change markers in [start, end] for a model (None: all), drawn on the
+    # time charts (releases.markers.MarkerStore.between); None: no markers.
+    markers: Callable[[int, int, str | None], list[Any]] | None = None
 
     def price_book(self) -> CostSettings:
         return self.live_cost() if self.live_cost is not None else self.cost
@@ -223,7 +226,15 @@ def sources_from_runtime(runtime: RuntimeLike) -> Sources:
         role=getattr(runtime, "role", lambda: _ALONE),
         live_cost=lambda: runtime.settings.cost,
         edit_cost=getattr(runtime, "edit_cost", None),
+        markers=_markers_of(runtime),
     )
+
+
+def _markers_of(runtime: RuntimeLike) -> Callable[[int, int, str | None], list[Any]] | None:
+    store = getattr(runtime, "markers", None)
+    if store is None:
+        return None
+    return lambda start, end, model: list(store.between(start, end, model=model))
 
 
 __all__ = ["ForecastPoints", "ForecastSource", "RuntimeLike", "Sources", "Targets", "local_node", "dashboard_settings", "sources_from_runtime"]

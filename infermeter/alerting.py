@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from prometheus_client import CollectorRegistry
@@ -153,6 +154,7 @@ def build_alerting(
     config_path: str | None,
     sink: AlertSink | None = None,
     leadership: Leadership = ALONE,
+    nearest_change: Callable[[int, str], Any] | None = None,
 ) -> Alerting:
     """``engine``: for the leader-only parts' writes (fenced in an HA pair, :mod:`ha.fence`)."""
     groups = load_rule_groups(settings, config_path)
@@ -170,8 +172,8 @@ def build_alerting(
         record=RecordSink(store),
         default_interval_ms=settings.alerts.evaluation_interval,
         external_url=settings.alerts.external_url,
-        enrichers={"CostPerTokenSpike": CostSpikeChecks(source, advisor, count),
-                   "TokenCostOverBudget": CostSpikeChecks(source, advisor, count)},
+        enrichers={"CostPerTokenSpike": CostSpikeChecks(source, advisor, count, nearest_change),
+                   "TokenCostOverBudget": CostSpikeChecks(source, advisor, count, nearest_change)},
         observers=[advisor.observe],
         leadership=leadership,
     )

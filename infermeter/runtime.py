@@ -370,7 +370,7 @@ def build_runtime(
     )
     runtime.alerting = build_alerting(
         settings, leader_engine, samples.store, runtime.reader, samples.source, clock, registry, config_path,
-        sink=runtime.notifier.submit, leadership=runtime.leadership,
+        sink=runtime.notifier.submit, leadership=runtime.leadership, nearest_change=runtime.markers.nearest_before,
     )
     runtime.rule_digests = rule_file_digests(settings, config_path)
     runtime.live_cost = LiveCost(CostChanges(engine, clock), settings.cost, runtime.use_cost)

@@ -30,6 +30,7 @@ from reports.model import (
     ChangeLine,
     Check,
     DayLine,
+    EventLine,
     FinanceReport,
     ForecastSummary,
     ForecastWindow,
@@ -228,6 +229,17 @@ def _anomalies(src: ReportSources, period: Period, limit: int, notes: list[str])
     return found, "" if found else "no cost alert (CostPerTokenSpike, TokenCostOverBudget) fired in this period"
 
 
+def _events(src: ReportSources, period: Period, notes: list[str]) -> list[EventLine]:
+    if src.events is None:
+        return []
+    try:
+        return src.events(period.start_ms, period.end_ms)
+    except Exception as exc:  # as with the audit log: the rest of the report still stands
+        log.warning("reading the deploy markers failed", exc_info=True)
+        notes.append(f"the deploy markers could not be read: {type(exc).__name__}: {exc}")
+        return []
+
+
 def _software(src: ReportSources, period: Period, notes: list[str]) -> list[SoftwareLine]:
     if src.software is None:
         return []
@@ -305,5 +317,5 @@ def _build(src: ReportSources, period: Period, top_anomalies: int) -> FinanceRep
         totals=totals, spend=spend, tokens=tokens, checks=checks, budgets=budgets, forecast=forecast,
         anomalies=anomalies, anomalies_note=anomalies_note, prices=price_lines(src.settings, period), days=days,
         idle_utilization=src.settings.idle_utilization, notes=notes, changes=_changes(src, period, notes),
-        software=_software(src, period, notes),
+        software=_software(src, period, notes), events=_events(src, period, notes),
     )

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from access.audit import AuditLog
+from releases.markers import MarkerStore
 from reports.changes import AuditChanges
 from reports.model import SpendForecast
-from reports.software import VersionHistory
+from reports.software import RecordedEvents, VersionHistory
 from store.clock import Clock
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -80,7 +81,8 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         factory: ForecastFactory | None = args.forecast_factory
         sources = ReportSources(ledger, ledger.book.settings, now, AlertHistoryAnomalies(engine),  # API changes too
                                 factory(engine, settings, now) if factory is not None else None,
-                                changes=AuditChanges(AuditLog(engine, clock)), software=VersionHistory(side.reader))
+                                changes=AuditChanges(AuditLog(engine, clock)), software=VersionHistory(side.reader),
+                                events=RecordedEvents(MarkerStore(engine, clock)))
         rendered = render(build_report(sources, period, args.top), args.format)
     except FormatUnavailable as exc:
         print(f"error: {exc}", file=err)

@@ -126,6 +126,22 @@ SoftwareSource = Callable[[int, int], list[SoftwareLine]]
 
 
 @dataclass(frozen=True)
+class EventLine:
+    """A deploy or config-change marker in the period (releases.markers)."""
+
+    at_ms: int
+    kind: str
+    model: str
+    version: str
+    node: str
+    message: str
+    actor: str
+
+
+EventSource = Callable[[int, int], list[EventLine]]
+
+
+@dataclass(frozen=True)
 class ReportSources:
     """Everything a report is built from; the CLI and the API each assemble one."""
 
@@ -136,6 +152,7 @@ class ReportSources:
     forecast: SpendForecast | None = None
     changes: ChangeSource | None = None
     software: SoftwareSource | None = None
+    events: EventSource | None = None
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -286,6 +303,7 @@ class FinanceReport:
     notes: list[str] = field(default_factory=list)
     changes: list[ChangeLine] = field(default_factory=list)
     software: list[SoftwareLine] = field(default_factory=list)
+    events: list[EventLine] = field(default_factory=list)
 
     @property
     def reconciled(self) -> bool:

@@ -252,6 +252,12 @@ def render_pdf(r: FinanceReport) -> bytes:
         [[when(c.at_ms), c.action, c.target, f"{c.actor} ({c.role}) from {c.address}"] for c in r.changes],
         [32 * mm, 28 * mm, 55 * mm, 60 * mm])] if r.changes else [_p("No prices, budgets, rules, silences or tokens "
                                                                    "changed in the period.", SMALL)])
+    story += _section("Deploys and config changes", [_table(
+        ["When", "Change", "By"],
+        [[when(e.at_ms), " ".join(x for x in (e.kind, e.model or "all models", e.version) if x)
+          + (f" on {e.node}" if e.node else "") + (f": {e.message}" if e.message else ""), e.actor] for e in r.events],
+        [32 * mm, 115 * mm, 33 * mm])] if r.events else [_p("No deploy or config change was recorded in the period "
+                                                            "(infermeter mark, POST /api/v1/events).", SMALL)])
     story += _section("Versions and NCCL settings per node", _software(r))
     story += _section("Reconciliation", [_table(
         ["Check", "Expected", "Actual", "Difference", "Result"],

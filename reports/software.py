@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from drift.table import changes, drift_table, history, latest
-from reports.model import SoftwareLine
+from releases.markers import MarkerStore
+from reports.model import EventLine, SoftwareLine
 from store.interfaces import SeriesReader
 
 
@@ -19,3 +20,14 @@ class VersionHistory:
         odd = {s for s in current if (s.cluster, s.node, s.column) in table.odd}
         return [SoftwareLine(s.node, s.cluster, s.column, s.value, s.first_ms, s.last_ms, s in odd, replaced.get(s, ""))
                 for s in spans]
+
+
+class RecordedEvents:
+    """The deploy and config-change markers of the period, oldest first."""
+
+    def __init__(self, markers: MarkerStore) -> None:
+        self.markers = markers
+
+    def __call__(self, start_ms: int, end_ms: int) -> list[EventLine]:
+        return [EventLine(m.at_ms, m.kind, m.model, m.version, m.node, m.message, m.actor)
+                for m in self.markers.between(start_ms, end_ms - 1, limit=10_000)]

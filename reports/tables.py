@@ -145,10 +145,19 @@ SOFTWARE = (
     _c("replaced", "text", "", "the value it replaced on this node within the period (an upgrade or a changed setting)"),
     _c("cluster", "text", "", "the cluster label, when the series carry one"),
 )
+EVENTS = (
+    _c("at", "key", "", "when the change happened (ISO 8601 UTC)"),
+    _c("kind", "key", "", "deploy, config, software or other"),
+    _c("model", "text", "", "the model it concerns (empty: every model)"),
+    _c("version", "text", "", "the version deployed"),
+    _c("node", "text", "", "the node it happened on (empty: all)"),
+    _c("message", "text", "", "what was changed, as recorded"),
+    _c("actor", "text", "", "who recorded it (token name, cli:<user>)"),
+)
 ALL_COLUMNS: dict[str, tuple[Column, ...]] = {
     "summary": SUMMARY, "checks": CHECKS, "spend": SPEND, "tokens": TOKENS, "budgets": BUDGETS,
     "forecast": FORECAST, "anomalies": ANOMALIES, "prices": PRICES, "daily": DAILY, "changes": CHANGES,
-    "software": SOFTWARE,
+    "software": SOFTWARE, "events": EVENTS,
 }
 
 
@@ -236,6 +245,8 @@ def sheets(r: FinanceReport) -> list[Sheet]:
     out.append(Sheet("software", "software", "", "Versions and NCCL settings per node", SOFTWARE,
                      [(v.node, v.component, v.value, iso(v.first_ms), iso(v.last_ms), v.odd, v.replaced, v.cluster)
                       for v in r.software]))
+    out.append(Sheet("events", "events", "", "Deploys and config changes (markers)", EVENTS,
+                     [(iso(e.at_ms), e.kind, e.model, e.version, e.node, e.message, e.actor) for e in r.events]))
     return out
 
 

@@ -4,9 +4,9 @@ thin callbacks that read data and call the pure builders, and a :class:`Page` sp
 
 from __future__ import annotations
 
-from dashboard.pages import alerts, cost, drift, gpus, moe, nccl, overview, requests
+from dashboard.pages import alerts, cost, drift, gpus, moe, nccl, overview, releases, requests
 from dashboard.pages.common import Page
 
-PAGES: tuple[Page, ...] = (overview.PAGE, gpus.PAGE, requests.PAGE, cost.PAGE, nccl.PAGE, moe.PAGE, drift.PAGE, alerts.PAGE)
+PAGES: tuple[Page, ...] = (overview.PAGE, gpus.PAGE, requests.PAGE, cost.PAGE, nccl.PAGE, moe.PAGE, drift.PAGE, releases.PAGE, alerts.PAGE)
 
 __all__ = ["PAGES", "Page"]

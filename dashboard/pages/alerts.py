@@ -68,4 +68,4 @@ def register(app: Dash, ctx: PanelContext) -> None:
     table_panel(app, ctx, PROBLEMS, lambda v: problems(ctx, v))
 
 
-PAGE = Page("dashboard.pages.alerts", "/alerts", "Alerts", 7, PANELS, register)
+PAGE = Page("dashboard.pages.alerts", "/alerts", "Alerts", 8, PANELS, register)

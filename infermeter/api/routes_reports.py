@@ -12,7 +12,7 @@ from reports.api import create_report_router
 from reports.changes import AuditChanges
 from reports.forecast import rest_of_period
 from reports.model import ReportSources, SpendForecast
-from reports.software import VersionHistory
+from reports.software import RecordedEvents, VersionHistory
 
 
 def report_sources(runtime: RuntimeDep, _auth: PrincipalDep) -> ReportSources:
@@ -26,6 +26,7 @@ def report_sources(runtime: RuntimeDep, _auth: PrincipalDep) -> ReportSources:
     return ReportSources(
         runtime.alerting.ledger, runtime.settings.cost, runtime.clock.now_ms(), AlertHistoryAnomalies(runtime.engine),
         forecast=forecast, changes=AuditChanges(runtime.access.audit), software=VersionHistory(runtime.reader),
+        events=RecordedEvents(runtime.markers),
     )
 
 

@@ -154,6 +154,28 @@ def test_cost_spike_checks_for_a_model() -> None:
     assert checks["check_request_mix"].startswith("prompt tokens/request")
     assert "+" in checks["check_request_mix"]  # prompts got longer
     assert checks["check_autoscaling"] == "no scale recommendation on record for this scope"
+    assert "check_release" not in checks  # no markers kept: nothing said about releases
+
+
+def test_cost_spike_names_the_nearest_change_before(sqlite_url: str) -> None:
+    from alerts.cost_spike import CostSpikeChecks
+    from releases.markers import MarkerStore
+    from store import ManualClock
+
+    db = create_store_engine(sqlite_url)
+    markers = MarkerStore(db, ManualClock(T0))
+    markers.add("deploy", model="other", version="v9", at_ms=T0 - 600_000)
+    markers.add("deploy", model="m", version="v2", at_ms=T0 - 2 * 3_600_000)
+    fleet = markers.add("config", message="max_batch_size 64", at_ms=T0 - 3_600_000)
+    check = CostSpikeChecks(MemorySource(), None, lambda scope, at: 1, markers.nearest_before)
+    text = check({"model": "m", "alertname": "CostPerTokenSpike"}, T0)["check_release"]
+    assert text.startswith("nearest change before: config all models: max_batch_size 64 (60 min before)")
+    assert f"infermeter compare --marker {fleet.id}" in text
+    assert check({"alertname": "CostPerTokenSpike"}, T0)["check_release"].startswith(
+        "nearest change before: deploy other v9 (10 min before)")  # a fleet-wide alert: every model's markers count
+    assert check({"model": "m", "alertname": "x"}, T0 - 3 * 3_600_000)["check_release"] == \
+        "no deploy or config change recorded in the 24 h before"
+    db.dispose()
 
 
 def test_state_rows_follow_transitions_only(sqlite_url: str) -> None:

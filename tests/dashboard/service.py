@@ -20,7 +20,7 @@ from infermeter.runtime import Runtime, build_runtime
 from infermeter.settings import AlertSettings, GpuSettings, ServerSettings, Settings, StoreSettings
 from store import ManualClock
 from store.types import SampleBatch
-from tests.dashboard.synthetic import FleetShape, SyntheticFleet
+from tests.dashboard.synthetic import FleetShape, SyntheticFleet, model_of
 from tests.service import run_app
 
 HOUR_MS = 3_600_000
@@ -117,6 +117,9 @@ def seed(settings: Settings, config_path: str, end_ms: int, hours: float, shape:
                 matchers=(Matcher("alertname", "=", "GpuTemperatureHigh"),), starts_at_ms=end_ms - HOUR_MS,
                 ends_at_ms=end_ms + 2 * HOUR_MS, created_by="dashboard-test", comment="fan replacement planned",
             ))
+        # A deploy half way through: drawn on the time charts, compared on the Releases page.
+        runtime.markers.add("deploy", model=model_of(fleet.shape, 0), version="v2", message="new weights",
+                            at_ms=end_ms - int(hours * HOUR_MS) // 2, actor="dashboard-test")
         if runtime.tsdb is not None:
             runtime.tsdb.checkpoint(force=True)
     finally:

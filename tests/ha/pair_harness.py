@@ -231,13 +231,21 @@ def quiet(proc: UpProcess) -> None:
         "endsAt": ends, "createdBy": "ha test", "comment": "drain the outbox"}).raise_for_status()
 
 
-def wait_drained(pg_url: str, deliveries: Deliveries, timeout_s: float) -> dict[str, str]:
-    """Until every notification enqueued so far is sent and received; returns the outbox."""
+def wait_drained(pg_url: str, deliveries: Deliveries, timeout_s: float, settle_s: float = 6.0) -> dict[str, str]:
+    """Until every notification enqueued is sent and received and no new one has been enqueued for
+    ``settle_s`` (a silence reaches the leader's notifier within its refresh, and a repeat that was
+    already due can still be enqueued before it does); returns the outbox."""
     from tests.engines import wait_until
+
+    seen: dict[str, object] = {"rows": None, "since": time.monotonic()}
 
     def drained() -> bool:
         rows = outbox_ids(pg_url)
-        return bool(rows) and all(state == "sent" for state in rows.values()) and set(rows) <= set(deliveries.ids())
+        if set(rows) != seen["rows"]:
+            seen["rows"], seen["since"] = set(rows), time.monotonic()
+        settled = time.monotonic() - float(seen["since"]) >= settle_s  # type: ignore[arg-type]
+        return (settled and bool(rows) and all(state == "sent" for state in rows.values())
+                and set(rows) <= set(deliveries.ids()))
 
     wait_until(drained, timeout_s, "every enqueued notification sent and received")
     return outbox_ids(pg_url)

@@ -12,6 +12,7 @@ step time, which the page says.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +65,8 @@ def layer_loads(ctx: PanelContext, view: View) -> list[LayerLoad]:
 def imbalance_steps(load: LayerLoad) -> Line:
     """The layer's busiest expert over its mean, per step (NaN where the layer routed nothing)."""
     matrix = np.vstack([line.values for line in load.steps])
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # steps where no expert has a value: NaN, said below
         ratio = np.nanmax(matrix, axis=0) / np.nanmean(matrix, axis=0)
     return Line(load.name, load.steps[0].ts_ms, np.where(np.isfinite(ratio), ratio, np.nan))
 

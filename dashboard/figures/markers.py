@@ -1,5 +1,6 @@
 """Deploy and config-change markers drawn on time charts: a dotted vertical line per marker with
-its kind and version at the top, the whole description on hover."""
+its version (or kind) at the top, the whole description on hover over that label. Layout only:
+the figure's traces stay the data's."""
 
 from __future__ import annotations
 
@@ -19,17 +20,11 @@ def with_markers(figure: Figure, markers: Sequence[Any]) -> Figure:
         return figure
     shapes = list(layout.get("shapes", []))
     notes = list(layout.get("annotations", []))
-    hover_x, hover_text = [], []
     for m in list(markers)[-MAX_MARKERS:]:
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": m.at_ms, "x1": m.at_ms, "y0": 0, "y1": 1,
                        "line": {"color": MUTED, "width": 1, "dash": "dot"}, "name": f"marker-{m.id}"})
         notes.append({"x": m.at_ms, "xref": "x", "y": 1, "yref": "paper", "yanchor": "bottom", "showarrow": False,
-                      "text": (m.version or m.kind)[:24], "font": {"size": 9, "color": MUTED}})
-        hover_x.append(m.at_ms)
-        hover_text.append(m.describe())
+                      "text": (m.version or m.kind)[:24], "hovertext": m.describe(), "name": f"marker-{m.id}",
+                      "font": {"size": 9, "color": MUTED}})
     layout["shapes"], layout["annotations"] = shapes, notes
-    figure["data"] = [*figure.get("data", []), {
-        "type": "scatter", "mode": "markers", "x": hover_x, "y": [0] * len(hover_x), "yaxis": "y",
-        "marker": {"symbol": "triangle-up", "size": 8, "color": MUTED}, "name": "changes", "text": hover_text,
-        "hovertemplate": "%{text}<extra>change</extra>", "showlegend": False, "meta": "markers"}]
     return figure

@@ -164,3 +164,22 @@ def test_admins_change_prices_and_budgets_from_the_cost_page(site: tuple[str, Ru
         viewer.quit()
     assert runtime.alerting.book.gpu_price("NVIDIA H100 80GB HBM3", "on_demand", T0) == 9.5
     assert len(runtime.access.audit.entries()) == len(entries)
+
+
+def test_change_markers_are_drawn_and_compared(site: tuple[str, Runtime, WebDriver]) -> None:
+    base, runtime, driver = site
+    (marker,) = runtime.markers.between(0, 1 << 62)
+    requests = next(p for p in PAGES if p.name == "Requests")
+    open_page(driver, base, requests)
+    drawn = driver.execute_script(  # the drawn layout's marker line and its label (plotly's own objects)
+        "const g = document.querySelector('#req-tokens .js-plotly-plot');"
+        "return {shapes: (g.layout.shapes || []).map(s => [s.name, s.x0]),"
+        " notes: (g.layout.annotations || []).map(a => a.hovertext || '')};")
+    assert [f"marker-{marker.id}", marker.at_ms] in drawn["shapes"]
+    assert "deploy llama-3-70b v2: new weights" in drawn["notes"]
+    releases = next(p for p in PAGES if p.name == "Releases")
+    open_page(driver, base, releases)
+    compared = driver.find_element(By.ID, "releases-compare").text
+    assert "deploy llama-3-70b v2: new weights" in compared and "60 min before against 60 min after" in compared
+    assert "cost per 1M tokens" in compared and "throughput per GPU" in compared
+    assert "deploy" in driver.find_element(By.ID, "releases-markers").text

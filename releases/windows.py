@@ -74,7 +74,7 @@ def compare_windows(source: SampleSource, windows: Windows, rng: np.random.Gener
     return out
 
 
-def _fmt(value: float, unit: str) -> str:
+def format_value(value: float, unit: str) -> str:
     if not math.isfinite(value):
         return "-"
     if unit == "ratio":
@@ -92,6 +92,6 @@ def table_lines(c: Comparison) -> list[str]:
         change = f"{ch.change:+.1%}" if math.isfinite(ch.change) else "-"
         interval = f"[{ch.low:+.1%}, {ch.high:+.1%}]" if math.isfinite(ch.low) else "-"
         p = f"{ch.p_value:.3f}" if math.isfinite(ch.p_value) else "-"
-        lines.append(f"{ch.title:<22} {_fmt(ch.before, ch.unit):>14} {_fmt(ch.after, ch.unit):>14} {change:>9} "
+        lines.append(f"{ch.title:<22} {format_value(ch.before, ch.unit):>14} {format_value(ch.after, ch.unit):>14} {change:>9} "
                      f"{interval:>19} {p:>7}  {ch.verdict}")
     return lines

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from cost.ledger import HOUR_MS, period_start_ms
 from cost.prices import Budget, CostSettings
@@ -27,17 +27,14 @@ from reports.model import (
     TOKEN_DIMENSIONS,
     Anomaly,
     BudgetLine,
-    ChangeLine,
     Check,
     DayLine,
-    EventLine,
     FinanceReport,
     ForecastSummary,
     ForecastWindow,
     Period,
     PriceLine,
     ReportSources,
-    SoftwareLine,
     SpendLine,
     TokenLine,
     Totals,
@@ -229,36 +226,20 @@ def _anomalies(src: ReportSources, period: Period, limit: int, notes: list[str])
     return found, "" if found else "no cost alert (CostPerTokenSpike, TokenCostOverBudget) fired in this period"
 
 
-def _events(src: ReportSources, period: Period, notes: list[str]) -> list[EventLine]:
-    if src.events is None:
+L = TypeVar("L")
+
+
+def _side_list(read: Callable[[int, int], list[L]] | None, start_ms: int, end_ms: int, what: str,
+               notes: list[str]) -> list[L]:
+    """One of the report's side lists (audit changes, markers, versions): a report without it
+    beats no report, so a failure becomes a note."""
+    if read is None:
         return []
     try:
-        return src.events(period.start_ms, period.end_ms)
-    except Exception as exc:  # as with the audit log: the rest of the report still stands
-        log.warning("reading the deploy markers failed", exc_info=True)
-        notes.append(f"the deploy markers could not be read: {type(exc).__name__}: {exc}")
-        return []
-
-
-def _software(src: ReportSources, period: Period, notes: list[str]) -> list[SoftwareLine]:
-    if src.software is None:
-        return []
-    try:
-        return src.software(period.start_ms, min(period.end_ms, src.now_ms))
-    except Exception as exc:  # as with the audit log: the rest of the report still stands
-        log.warning("reading the version series failed", exc_info=True)
-        notes.append(f"the version series could not be read: {type(exc).__name__}: {exc}")
-        return []
-
-
-def _changes(src: ReportSources, period: Period, notes: list[str]) -> list[ChangeLine]:
-    if src.changes is None:
-        return []
-    try:
-        return src.changes(period.start_ms, period.end_ms)
-    except Exception as exc:  # a report without its change list beats no report
-        log.warning("reading the audit log failed", exc_info=True)
-        notes.append(f"the audit log could not be read: {type(exc).__name__}: {exc}")
+        return read(start_ms, end_ms)
+    except Exception as exc:
+        log.warning("reading %s failed", what, exc_info=True)
+        notes.append(f"{what} could not be read: {type(exc).__name__}: {exc}")
         return []
 
 
@@ -316,6 +297,8 @@ def _build(src: ReportSources, period: Period, top_anomalies: int) -> FinanceRep
         period=period, currency=src.settings.currency, generated_at_ms=src.now_ms, data_until_ms=data_until,
         totals=totals, spend=spend, tokens=tokens, checks=checks, budgets=budgets, forecast=forecast,
         anomalies=anomalies, anomalies_note=anomalies_note, prices=price_lines(src.settings, period), days=days,
-        idle_utilization=src.settings.idle_utilization, notes=notes, changes=_changes(src, period, notes),
-        software=_software(src, period, notes), events=_events(src, period, notes),
+        idle_utilization=src.settings.idle_utilization, notes=notes,
+        changes=_side_list(src.changes, period.start_ms, period.end_ms, "the audit log", notes),
+        software=_side_list(src.software, period.start_ms, min(period.end_ms, src.now_ms), "the version series", notes),
+        events=_side_list(src.events, period.start_ms, period.end_ms, "the deploy markers", notes),
     )

@@ -13,7 +13,7 @@ from dashboard.pages.common import Page
 from dashboard.panel import Panel, PanelContext, table_panel
 from dashboard.queries import View
 from dashboard.tables import table, when
-from releases.windows import Windows, compare_windows
+from releases.windows import Windows, compare_windows, format_value
 
 MARKERS = Panel("releases-markers", "Deploys and config changes in range (drawn on every time chart)", kind="table",
                 wide=True)
@@ -53,23 +53,13 @@ def compare_panel(ctx: PanelContext, view: View) -> html.Div:
     for c in result.changes:
         interval = f"[{_pct(c.low)}, {_pct(c.high)}]" if math.isfinite(c.low) else "-"
         p = f"{c.p_value:.3f}" if math.isfinite(c.p_value) else "-"
-        rows.append([c.title, _value(c.before, c.unit), _value(c.after, c.unit), _pct(c.change), interval, p,
+        rows.append([c.title, format_value(c.before, c.unit), format_value(c.after, c.unit), _pct(c.change), interval, p,
                      html.Span(c.verdict, style=VERDICT.get(c.verdict, {}))])
     caption = (f"{marker.describe()} at {when(marker.at_ms)}: {window // 60_000} min before against {window // 60_000} "
                f"min after, skipping {SETTLE_MS // 60_000} min after the change; a change counts when its 95 % interval "
                "excludes 0 and p < 0.05 (both computed on blocks, as the values are autocorrelated)")
     return table(["quantity", "before", "after", "change", "95 % interval", "p", "verdict"], rows,
                  empty_text=MARKER_HINT, caption=caption)
-
-
-def _value(x: float, unit: str) -> str:
-    if not math.isfinite(x):
-        return "-"
-    if unit == "ratio":
-        return f"{x:.2%}"
-    if unit == "$":
-        return f"${x:,.4f}"
-    return f"{x:,.4g} {unit}"
 
 
 def register(app: Dash, ctx: PanelContext) -> None:

@@ -40,6 +40,17 @@ def parse_time_ms(name: str, value: str | None, now_ms: int, default_ms: int | N
         raise BadParam(name, f"expected unix seconds, RFC 3339 or now-<duration>, got {value!r}") from exc
 
 
+def positive_duration_ms(name: str, value: str) -> int:
+    """A duration such as ``1h`` that must be positive; BadParam (400) names the parameter."""
+    try:
+        parsed = parse_duration_ms(value)
+    except ValueError as exc:
+        raise BadParam(name, str(exc)) from None
+    if parsed <= 0:
+        raise BadParam(name, "must be positive")
+    return parsed
+
+
 def parse_step_ms(name: str, value: str | None, default_ms: int) -> int:
     if value is None or value == "":
         return default_ms

@@ -15,10 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from infermeter.api.deps import ActorDep, RuntimeDep
-from infermeter.api.params import BadParam, parse_time_ms
+from infermeter.api.params import parse_time_ms, positive_duration_ms
 from releases.markers import KINDS, MarkerError
 from releases.windows import Windows, compare_windows
-from store.durations import parse_duration_ms
 
 router = APIRouter(prefix="/api/v1", tags=["events"])
 DAY_MS = 86_400_000
@@ -34,28 +33,11 @@ class NewEvent(BaseModel):
     at: str | None = Field(None, description="when: unix seconds, RFC 3339 or now-<duration> (default: now)")
 
 
-def _time(name: str, value: str | None, now: int, default: int | None = None) -> int:
-    try:
-        return parse_time_ms(name, value, now, default)
-    except BadParam as exc:
-        raise HTTPException(400, str(exc)) from None
-
-
-def _duration(name: str, text: str) -> int:
-    try:
-        value = parse_duration_ms(text)
-    except ValueError as exc:
-        raise HTTPException(400, f"{name}: {exc}") from None
-    if value <= 0:
-        raise HTTPException(400, f"{name}: must be positive")
-    return value
-
-
 @router.post("/events", status_code=201)
 async def create_event(body: NewEvent, runtime: RuntimeDep, who: ActorDep) -> dict[str, Any]:
     """Record a deploy or config change; it is drawn on the dashboard's time charts."""
     now = runtime.clock.now_ms()
-    at = _time("at", body.at, now, now)
+    at = parse_time_ms("at", body.at, now, now)
     try:
         marker = await run_in_threadpool(
             runtime.markers.add, body.kind, model=body.model, version=body.version, node=body.node,
@@ -75,7 +57,7 @@ async def list_events(
     """Markers in [start, end] (default: the last 30 days), oldest first; ``model`` also returns
     the fleet-wide ones."""
     now = runtime.clock.now_ms()
-    lo, hi = _time("start", start, now, now - 30 * DAY_MS), _time("end", end, now, now)
+    lo, hi = parse_time_ms("start", start, now, now - 30 * DAY_MS), parse_time_ms("end", end, now, now)
     found = await run_in_threadpool(runtime.markers.between, lo, hi, model=model, kind=kind)
     return {"status": "success", "data": [m.to_json() for m in found]}
 
@@ -110,9 +92,9 @@ async def compare(
             raise HTTPException(404, f"no event {event}")
         moment = marker.at_ms
     else:
-        moment = _time("at", at, runtime.clock.now_ms())
-    windows = Windows(moment, _duration("window", window), _duration("settle", settle) if settle != "0" else 0,
-                      _duration("step", step))
+        moment = parse_time_ms("at", at, runtime.clock.now_ms())
+    windows = Windows(moment, positive_duration_ms("window", window),
+                      positive_duration_ms("settle", settle) if settle != "0" else 0, positive_duration_ms("step", step))
     if windows.after[1] > runtime.clock.now_ms():
         raise HTTPException(400, "the window after the change is not over yet: shorten window or settle, or wait")
     chosen = model if model is not None else (marker.model if marker else "")

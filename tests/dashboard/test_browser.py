@@ -171,6 +171,9 @@ def test_change_markers_are_drawn_and_compared(site: tuple[str, Runtime, WebDriv
     (marker,) = runtime.markers.between(0, 1 << 62)
     requests = next(p for p in PAGES if p.name == "Requests")
     open_page(driver, base, requests)
+    choose(driver, "dash-range", "last 6h")  # a test before may have narrowed it; the deploy was 1.5 h ago
+    wait_for(lambda: driver.execute_script(
+        "const g = document.querySelector('#req-tokens .js-plotly-plot'); return (g.layout.shapes || []).length > 0;"))
     drawn = driver.execute_script(  # the drawn layout's marker line and its label (plotly's own objects)
         "const g = document.querySelector('#req-tokens .js-plotly-plot');"
         "return {shapes: (g.layout.shapes || []).map(s => [s.name, s.x0]),"

@@ -98,6 +98,8 @@ class Alerting:
     leadership: Leadership = ALONE  # in an HA pair only the leader prices and forecasts
     # Before each tick: pick up prices and budgets changed through the API (by either process).
     before_tick: Callable[[], None] = lambda: None
+    # After each tick: record version changes on the nodes as markers (releases.software).
+    after_tick: Callable[[int], object] = lambda now_ms: None
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -133,6 +135,10 @@ class Alerting:
                 self.tick()
             except Exception:  # a failed tick is retried next interval; the loop lives on
                 log.exception("cost tick failed")
+            try:
+                self.after_tick(self.clock.now_ms())
+            except Exception:  # its own failure, not the tick's
+                log.exception("recording software changes failed")
 
     def tick(self) -> None:
         """Price the hour in progress, write the live cost series and the forecast gauges."""

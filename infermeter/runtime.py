@@ -51,6 +51,7 @@ from infermeter.tenant_series import TenantSeries
 from promql import SampleSource
 from promql.sources import StoreSource
 from releases.markers import MarkerStore
+from releases.software import SoftwareChangeRecorder
 from remote import EngineClient, RemoteReader, RemoteSampleStore, RemoteSource
 from remote.store import RemoteStoreCollector
 from store.clock import Clock, SystemClock
@@ -372,6 +373,7 @@ def build_runtime(
         settings, leader_engine, samples.store, runtime.reader, samples.source, clock, registry, config_path,
         sink=runtime.notifier.submit, leadership=runtime.leadership, nearest_change=runtime.markers.nearest_before,
     )
+    runtime.alerting.after_tick = SoftwareChangeRecorder(runtime.reader, runtime.markers)
     runtime.rule_digests = rule_file_digests(settings, config_path)
     runtime.live_cost = LiveCost(CostChanges(engine, clock), settings.cost, runtime.use_cost)
     runtime.live_cost.refresh()

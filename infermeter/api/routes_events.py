@@ -62,7 +62,7 @@ async def list_events(
     return {"status": "success", "data": [m.to_json() for m in found]}
 
 
-@router.delete("/events/{event_id}")
+@router.delete("/events/{event_id}", responses={404: {"description": "no such event"}})
 async def delete_event(event_id: int, runtime: RuntimeDep, who: ActorDep) -> dict[str, Any]:
     """Remove a wrong marker (audited)."""
     found = await run_in_threadpool(runtime.markers.get, event_id)
@@ -73,7 +73,7 @@ async def delete_event(event_id: int, runtime: RuntimeDep, who: ActorDep) -> dic
     return {"status": "success", "data": found.to_json()}
 
 
-@router.get("/compare")
+@router.get("/compare", responses={404: {"description": "no such event"}})
 async def compare(
     runtime: RuntimeDep,
     event: int | None = Query(None, description="a marker's id"),

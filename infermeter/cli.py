@@ -227,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     from infermeter import cli_releases
 
     cli_releases.register(sub)
+    from infermeter import cli_evaluate
+
+    cli_evaluate.register(sub)
     from forecast import cli as forecast_cli
 
     forecast_cli.register(sub, cli_rules.forecast_service)

@@ -247,6 +247,13 @@ def smoke_worker_and_load(s: SmallStore) -> None:
         out = _ok(_cli(s.config, "load", "--url", f"http://127.0.0.1:{port}", "--concurrency", "2", "--requests", "6",
                        "--prompt-tokens", "8", "--output-tokens", "4", "--no-progress"))
         assert "6" in out and "P99" in out.upper()
+        url = f"http://127.0.0.1:{port}"
+        evaluated = _ok(_cli(s.config, "evaluate", "--endpoint", f"name=a,url={url},gpu=H100,gpus=1",
+                             "--endpoint", f"name=b,url={url},gpu=H100,gpus=2,class=on_demand", "--requests", "4",
+                             "--concurrency", "2", "--prompt-tokens", "8", "--output-tokens", "4", "--warmup", "0",
+                             "--format", "markdown"))
+        assert "| 1 | a | H100 | 1 |" in evaluated and "cheapest meeting the SLA: a" in evaluated
+        assert _cli(s.config, "evaluate", "--endpoint", "url=x").returncode == 2  # gpu= is required
     finally:
         _stop(proc)
 
@@ -305,6 +312,7 @@ SMOKE: dict[str, Callable[[SmallStore], None]] = {
     "plan": smoke_plan,
     "worker": smoke_worker_and_load,
     "load": smoke_worker_and_load,
+    "evaluate": smoke_worker_and_load,
     "tokens create": smoke_tokens_and_audit,
     "tokens list": smoke_tokens_and_audit,
     "tokens rotate": smoke_tokens_and_audit,

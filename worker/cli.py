@@ -155,6 +155,9 @@ def add_plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt-tokens", type=int, default=512, help="mean prompt length for capacity")
     p.add_argument("--output-tokens", type=int, default=256, help="mean output length for capacity")
     p.add_argument("--gpus-per-node", type=int, default=8)
+    p.add_argument("--measured-rps", type=float,
+                   help="requests/s one replica sustained in `infermeter load` or `evaluate`: sizes the fleet from "
+                   "it instead of the roofline estimate")
     p.set_defaults(func=cmd_plan)
 
 
@@ -207,7 +210,7 @@ def cmd_plan(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 cap = plan_capacity(
                     shape, precision=precision, tensor_parallel_size=plan.tensor_parallel_size, batch=batch, gpu=gpu,
                     peak_qps=args.peak_qps, prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens,
-                    gpus_per_node=args.gpus_per_node,
+                    gpus_per_node=args.gpus_per_node, measured_replica_rps=args.measured_rps,
                 )
                 print("", file=out)
                 print("\n".join(cap.lines), file=out)

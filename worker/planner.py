@@ -278,6 +278,7 @@ def plan_capacity(
     gpus_per_node: int = 8,
     bandwidth_efficiency: float = 0.6,
     compute_efficiency: float = 0.4,
+    measured_replica_rps: float | None = None,
 ) -> CapacityPlan:
     """Nodes for a peak load (seed 000 §3.1), from a bandwidth/compute roofline of one replica.
     Compute uses the parameters a token runs through (an MoE's top-k experts); the weight bytes a
@@ -298,6 +299,10 @@ def plan_capacity(
     prefill = 2 * params * prompt_tokens / flops
     request = prefill + output_tokens * step / batch
     replica_rps = 1 / request
+    estimated_rps = replica_rps
+    if measured_replica_rps is not None and measured_replica_rps > 0:  # `load` / `evaluate` beat the roofline
+        replica_rps = measured_replica_rps
+        request = 1 / replica_rps
     replicas = max(1, gpus_per_node // tp)
     node_rps = replica_rps * replicas
     nodes = max(1, math.ceil(peak_qps / node_rps)) if peak_qps > 0 else 0
@@ -320,7 +325,9 @@ def plan_capacity(
         f" / {bandwidth / 1e12:.2f} TB/s = {bw_step * 1e3:.2f} ms (compute bound {compute_step * 1e3:.2f} ms)"
         f" -> {batch / step:,.0f} tokens/s per replica",
         f"prefill = 2 x {params / 1e9:.2f} B x {prompt_tokens} / {flops / 1e12:.0f} TFLOPS = {prefill * 1e3:.2f} ms",
-        f"per request = prefill + {output_tokens} x step / batch = {request * 1e3:.1f} ms -> {replica_rps:.2f} req/s per replica",
+        (f"per request = prefill + {output_tokens} x step / batch = {request * 1e3:.1f} ms -> {replica_rps:.2f} req/s per replica"
+         if replica_rps == estimated_rps else
+         f"per replica: {replica_rps:.2f} req/s measured (the roofline estimates {estimated_rps:.2f})"),
         f"node = {gpus_per_node} GPUs / tp {tp} = {replicas} replicas -> {node_rps:.2f} req/s per node",
         f"nodes = ceil(peak {peak_qps:g} req/s / {node_rps:.2f}) = {nodes}"
         + (f"  (peak uses {peak_qps / (nodes * node_rps):.0%} of their capacity)" if nodes else ""),

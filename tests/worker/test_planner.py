@@ -71,6 +71,10 @@ def test_node_count_for_a_peak_load() -> None:
                          peak_qps=cap.node_rps * 3.5).nodes == 4
     tp2 = plan_capacity(SEVEN_B, precision="bf16", tensor_parallel_size=2, batch=32, gpu=gpu, peak_qps=50)
     assert tp2.replicas_per_node == 4 and tp2.step_s < cap.step_s
+    measured = plan_capacity(SEVEN_B, precision="bf16", tensor_parallel_size=1, batch=32, gpu=gpu, peak_qps=50,
+                             measured_replica_rps=0.5)  # what `evaluate` measured beats the roofline
+    assert measured.node_rps == 4.0 and measured.nodes == 13
+    assert any("0.50 req/s measured (the roofline estimates" in line for line in measured.lines)
 
 
 def test_plan_command_prints_the_arithmetic_and_nodes() -> None:

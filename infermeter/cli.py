@@ -230,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     from infermeter import cli_evaluate
 
     cli_evaluate.register(sub)
+    from infermeter import cli_validate
+
+    cli_validate.register(sub)
     from forecast import cli as forecast_cli
 
     forecast_cli.register(sub, cli_rules.forecast_service)

@@ -250,10 +250,15 @@ def smoke_worker_and_load(s: SmallStore) -> None:
         url = f"http://127.0.0.1:{port}"
         evaluated = _ok(_cli(s.config, "evaluate", "--endpoint", f"name=a,url={url},gpu=H100,gpus=1",
                              "--endpoint", f"name=b,url={url},gpu=H100,gpus=2,class=on_demand", "--requests", "4",
-                             "--concurrency", "2", "--prompt-tokens", "8", "--output-tokens", "4", "--warmup", "0",
+                             "--concurrency", "2", "--prompt-tokens", "8", "--output-tokens", "4", "--warmup", "1",
                              "--format", "markdown"))
-        assert "| 1 | a | H100 | 1 |" in evaluated and "cheapest meeting the SLA: a" in evaluated
+        assert "| a | H100 | 1 | on_demand | 2.50 |" in evaluated and "| b | H100 | 2 | on_demand | 5.00 |" in evaluated
+        assert "cheapest meeting the SLA: " in evaluated  # the ranking itself: tests/worker/test_evaluate.py
         assert _cli(s.config, "evaluate", "--endpoint", "url=x").returncode == 2  # gpu= is required
+        validated = _ok(_cli(s.config, "validate", "--url", url, "--model", "ref-tiny", "--requests", "20",
+                             "--load-requests", "6", "--load-concurrency", "2", "--ttft-p99", "60s", "--itl-p99", "10s"))
+        assert "# Acceptance check: PASS" in validated and "stored as validation 1" in validated
+        assert "| fleet: GPU utilization under load | not measurable |" in validated  # no GPU series for this host
     finally:
         _stop(proc)
 
@@ -313,6 +318,7 @@ SMOKE: dict[str, Callable[[SmallStore], None]] = {
     "worker": smoke_worker_and_load,
     "load": smoke_worker_and_load,
     "evaluate": smoke_worker_and_load,
+    "validate": smoke_worker_and_load,
     "tokens create": smoke_tokens_and_audit,
     "tokens list": smoke_tokens_and_audit,
     "tokens rotate": smoke_tokens_and_audit,

@@ -102,3 +102,13 @@ async def compare(
         compare_windows, runtime.source, windows, np.random.default_rng(0), model=chosen,
         node=marker.node if marker else "", marker=marker)
     return {"status": "success", "data": result.to_json()}
+
+
+@router.get("/validations")
+async def list_validations(runtime: RuntimeDep, limit: int = Query(50, ge=1, le=1000)) -> dict[str, Any]:
+    """The acceptance check's runs (``infermeter validate``), newest first, each whole: verdict, every
+    check with what it measured, the failed requests, the load phase's figures."""
+    from infermeter.validations import ValidationStore
+
+    found = await run_in_threadpool(ValidationStore(runtime.engine).recent, limit)
+    return {"status": "success", "data": found}

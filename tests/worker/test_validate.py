@@ -1,0 +1,108 @@
+"""``validate``: against the reference worker over real HTTP the function and performance phases
+pass; against a faulty fake engine (1 % answered by the wrong model, 0.5 % 500s, a slow tail) the
+run fails with exactly those checks named and every bad request listed; Ctrl-C keeps what was
+measured."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from fastapi import Request, Response
+from fastapi.responses import StreamingResponse
+
+from infermeter.validate import Options, Result, function_phase, names, performance_phase
+from tests.service import health_app, run_app
+
+
+def test_the_reference_worker_passes(make_worker) -> None:  # type: ignore[no-untyped-def]
+    w = make_worker(max_batch_size=16)
+    opts = Options(w.url, "completions", ("ref-tiny",), requests=300, concurrency=16, load_requests=40,
+                   load_concurrency=8, ttft_p99_s=5.0, itl_p99_s=1.0, e2e_p99_s=30.0, max_failure_rate=0.0)
+    result = Result(opts.url, "ref-tiny", 0)
+
+    async def run() -> None:
+        await function_phase(opts, result)
+        await performance_phase(opts, result)
+
+    asyncio.run(run())
+    assert names(result.checks, "fail") == [], result.markdown()
+    routing = next(c for c in result.checks if c.name.startswith("function: routing"))
+    assert routing.verdict == "pass" and routing.measured == "100.00% of 270"  # the streamed tenth names no model
+    assert result.failures == [] and result.verdict == "pass"
+    assert result.load is not None and result.load["ok"] == 40
+
+
+def faulty_engine() -> object:
+    app = health_app()
+    seen = {"n": 0}
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        body = await request.json()
+        seen["n"] += 1
+        n = seen["n"]
+        if n % 200 == 0:
+            return Response("upstream exploded", status_code=500)
+        model = "other-model" if n % 100 == 50 else body["model"]
+        tokens = min(body["max_tokens"], 4)
+        slow = n % 25 == 0
+        if not body.get("stream"):
+            if slow:
+                await asyncio.sleep(0.3)
+            return Response(json.dumps({"id": f"cmpl-{n}", "object": "text_completion", "model": model,
+                                        "choices": [{"index": 0, "text": "ab" * tokens, "finish_reason": "length"}],
+                                        "usage": {"prompt_tokens": 5, "completion_tokens": tokens}}),
+                            media_type="application/json")
+
+        async def events():  # type: ignore[no-untyped-def]
+            if slow:
+                await asyncio.sleep(0.3)
+            for _ in range(tokens):
+                yield f'data: {json.dumps({"model": model, "choices": [{"index": 0, "text": "ab", "finish_reason": None}]})}\n\n'
+            yield f'data: {json.dumps({"model": model, "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": tokens}})}\n\n'
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return app
+
+
+def test_a_faulty_engine_fails_with_the_right_checks_named() -> None:
+    with run_app(faulty_engine()) as base:  # type: ignore[arg-type]
+        opts = Options(base, "completions", ("m",), requests=1000, concurrency=16, load_requests=210,
+                       load_concurrency=8, ttft_p99_s=0.2, itl_p99_s=0.5, e2e_p99_s=30.0, max_failure_rate=0.0)
+        result = Result(base, "m", 0)
+
+        async def run() -> None:
+            await function_phase(opts, result)
+            await performance_phase(opts, result)
+
+        asyncio.run(run())
+    failed = names(result.checks, "fail")
+    assert failed == ["function: no 5xx or transport failure", "function: routing to the model asked for",
+                      "performance: TTFT P99", "performance: failure rate under load"], result.markdown()
+    routing = next(c for c in result.checks if c.name.startswith("function: routing"))
+    assert routing.measured.startswith("98.") or routing.measured.startswith("99.")  # about 1 % misrouted
+    reasons = [f.reason for f in result.failures]
+    assert sum("answered by 'other-model'" in r for r in reasons) >= 5 and sum("HTTP 500" in r for r in reasons) >= 3
+    assert all(f.request_id.startswith("validate-0-") for f in result.failures)
+    assert result.verdict == "fail" and "| performance: TTFT P99 | fail |" in result.markdown()
+
+
+def test_an_interrupted_run_keeps_what_was_measured() -> None:
+    result = Result("http://x", "m", 0)
+    result.interrupted = True
+    assert result.verdict == "fail" and "Interrupted" in result.markdown()
+    assert json.loads(json.dumps(result.to_json()))["interrupted"] is True
+
+
+def test_an_unreachable_endpoint_fails_naming_why() -> None:
+    from tests.service import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}"
+    result = Result(dead, "m", 0)
+    asyncio.run(function_phase(Options(dead, "completions", ("m",), requests=20, timeout_s=5), result))
+    assert names(result.checks, "fail") == ["function: no 5xx or transport failure"]
+    assert len(result.failures) == 20 and all("connect" in f.reason.lower() or "transport" in f.reason
+                                               for f in result.failures)

@@ -29,6 +29,8 @@ def hosts_of(url: str) -> list[str]:
 
 
 def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from worker.loadgen.traces import read_trace
+
     clock: Clock = getattr(args, "clock", None) or SystemClock()
     try:
         settings, _ = load_settings(args.config)
@@ -40,6 +42,7 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             ttft_p99_s=_seconds(args.ttft_p99, t.ttft_p99_seconds), itl_p99_s=_seconds(args.itl_p99, t.inter_token_p99_seconds),
             e2e_p99_s=_seconds(args.e2e_p99, t.e2e_p99_seconds),
             max_failure_rate=args.max_failure_rate if args.max_failure_rate is not None else t.failure_rate,
+            trace=read_trace(args.trace) if args.trace else None,
         )
         if args.min_utilization is not None:
             t = t.model_copy(update={"utilization_target": args.min_utilization})
@@ -47,7 +50,7 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         for problem in exc.problems:
             print(problem, file=err)
         return EXIT_FAIL
-    except ValueError as exc:
+    except (OSError, ValueError) as exc:
         print(f"validate: {exc}", file=err)
         return EXIT_USAGE
     result = Result(opts.url, opts.models[0] if len(opts.models) == 1 else "", clock.now_ms())
@@ -63,7 +66,8 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     stored = _fleet_and_store(args, settings, clock, result, t, err)
     text = result.markdown() + (f"\nstored as validation {stored}\n" if stored else "")
     print(text, end="", file=out)
-    for path, content in ((args.markdown, text), (args.json, json.dumps(result.to_json(), indent=2, default=str))):
+    for path, content in ((args.markdown, text), (args.html, result.html()),
+                          (args.json, json.dumps(result.to_json(), indent=2, default=str))):
         if path:
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(content)
@@ -95,7 +99,10 @@ def _fleet_and_store(args: argparse.Namespace, settings: object, clock: Clock, r
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("validate", help="the acceptance check: function, performance, fleet and cost; exit 1 on a failure")
     p.add_argument("--url", required=True, help="the endpoint's base URL, e.g. http://10.0.0.5:8000")
-    p.add_argument("--endpoint", choices=["completions", "generate"], default="completions")
+    p.add_argument("--endpoint", choices=["completions", "chat", "generate"], default="completions",
+                   help="OpenAI /v1/completions or /v1/chat/completions, or the worker's /v1/generate")
+    p.add_argument("--trace", help="performance phase: replay this trace (Azure CSV or Mooncake JSONL) instead of a "
+                   "closed loop")
     p.add_argument("--model", action="append", help="model to ask for (repeat: a gateway's models, checked for routing)")
     p.add_argument("--requests", type=int, default=1000, help="function phase: distinct requests (default 1000)")
     p.add_argument("--concurrency", type=int, default=16)
@@ -110,5 +117,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--min-utilization", type=float, help="default alerts.thresholds.utilization_target")
     p.add_argument("--json", help="write the whole result as JSON")
     p.add_argument("--markdown", help="write the summary as Markdown")
+    p.add_argument("--html", help="write the summary as an HTML page")
     p.add_argument("--no-store", action="store_true", help="do not keep the run in the database")
     p.set_defaults(func=cmd_validate)

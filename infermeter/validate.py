@@ -21,6 +21,7 @@ A check that cannot be measured (no GPU series, no ledger yet, an engine that na
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import math
 import random
@@ -80,11 +81,30 @@ class Result:
         note = ["\n**Interrupted**: the checks above are what was measured before the stop."] if self.interrupted else []
         return "\n".join([head, "", *rows, *(tail if self.failures else []), *note]) + "\n"
 
+    def html(self) -> str:
+        """A standalone page with the same content as :meth:`markdown`."""
+        e = html.escape
+        colour = {"pass": "#1e6b1e", "fail": "#8a1c13", "not measurable": "#777"}
+        rows = "".join(
+            f"<tr><td>{e(c.name)}</td><td style='color:{colour[c.verdict]};font-weight:600'>{e(c.verdict)}</td>"
+            f"<td>{e(c.measured)}</td><td>{e(c.goal)}</td><td>{e(c.why)}</td></tr>" for c in self.checks)
+        failed = "".join(f"<li><code>{e(f.request_id)}</code>: {e(f.reason)}</li>" for f in self.failures[:200])
+        return (f"<!doctype html><html><head><meta charset='utf-8'><title>Acceptance check: {self.verdict}</title>"
+                "<style>body{font-family:sans-serif}td,th{border:1px solid #ddd;padding:4px 8px}"
+                "table{border-collapse:collapse}</style></head><body>"
+                f"<h1>Acceptance check: {e(self.verdict.upper())}</h1><p><code>{e(self.url)}</code>"
+                + (f", model <code>{e(self.model)}</code>" if self.model else "") + "</p>"
+                "<table><tr><th>check</th><th>verdict</th><th>measured</th><th>goal</th><th>why</th></tr>"
+                f"{rows}</table>"
+                + (f"<h2>{len(self.failures)} failed requests</h2><ul>{failed}</ul>" if self.failures else "")
+                + ("<p><strong>Interrupted</strong>: the checks above are what was measured before the stop.</p>"
+                   if self.interrupted else "") + "</body></html>\n")
+
 
 @dataclass(frozen=True)
 class Options:
     url: str
-    endpoint: Literal["generate", "completions"] = "completions"
+    endpoint: Literal["generate", "completions", "chat"] = "completions"
     models: tuple[str, ...] = ()  # several: requests alternate between them (a gateway's routing)
     requests: int = 1000
     concurrency: int = 16
@@ -97,6 +117,7 @@ class Options:
     itl_p99_s: float = 0.050
     e2e_p99_s: float = 30.0
     max_failure_rate: float = 0.005
+    trace: Any = None  # worker.loadgen.traces.Trace: the performance phase replays it instead of a closed loop
 
 
 def _ok(name: str, good: bool, measured: str, goal: str, why: str = "") -> Check:
@@ -143,7 +164,15 @@ async def function_phase(opts: Options, result: Result) -> None:
             data = response.json()
             usage = data.get("usage") or {}
             tokens = int(usage["completion_tokens"])
-        except (ValueError, TypeError, AttributeError, KeyError):
+            if opts.endpoint == "generate":
+                text = data["text"]
+            elif opts.endpoint == "chat":
+                text = data["choices"][0]["message"]["content"]
+            else:
+                text = data["choices"][0]["text"]
+            if not isinstance(text, str):
+                raise TypeError("the answer's text is not a string")
+        except (ValueError, TypeError, AttributeError, KeyError, IndexError):
             counts["malformed"] += 1
             result.failures.append(Failure(rid, f"not the expected JSON: {response.text[:120]!r}"))
             return
@@ -179,7 +208,8 @@ async def function_phase(opts: Options, result: Result) -> None:
 async def performance_phase(opts: Options, result: Result,
                             run: Callable[[LoadOptions], Any] = run_load) -> LoadReport:
     load = LoadOptions(url=opts.url, endpoint=opts.endpoint, concurrency=opts.load_concurrency,
-                       requests=opts.load_requests, model=opts.models[0] if opts.models else None,
+                       requests=None if opts.trace is not None else opts.load_requests, trace=opts.trace,
+                       model=opts.models[0] if opts.models else None,
                        timeout_s=opts.timeout_s, seed=opts.seed + 1, warmup=2, failure_backoff_s=0.2)
     report: LoadReport = await run(load)
     result.load = report.to_dict()

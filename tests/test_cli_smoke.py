@@ -259,6 +259,8 @@ def smoke_worker_and_load(s: SmallStore) -> None:
                              "--load-requests", "6", "--load-concurrency", "2", "--ttft-p99", "60s", "--itl-p99", "10s"))
         assert "# Acceptance check: PASS" in validated and "stored as validation 1" in validated
         assert "| fleet: GPU utilization under load | not measurable |" in validated  # no GPU series for this host
+        missing = _cli(s.config, "validate", "--url", url, "--trace", str(s.root / "no-such-trace.csv"))
+        assert missing.returncode == 2 and "no-such-trace.csv" in missing.stderr
     finally:
         _stop(proc)
 

@@ -69,7 +69,8 @@ def cmd_worker(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 # -- load -----------------------------------------------------------------------------------
 def add_load_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--url", help="server base URL (default: the worker's, from the config)")
-    p.add_argument("--endpoint", choices=["generate", "completions"], default="generate")
+    p.add_argument("--endpoint", choices=["generate", "completions", "chat"], default="generate",
+                   help="the worker's /v1/generate, OpenAI /v1/completions or /v1/chat/completions")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--concurrency", type=int, default=None, help="closed loop: this many users (default 8)")
     mode.add_argument("--rate", type=float, help="open loop: Poisson arrivals, requests/s")

@@ -106,3 +106,72 @@ def test_an_unreachable_endpoint_fails_naming_why() -> None:
     assert names(result.checks, "fail") == ["function: no 5xx or transport failure"]
     assert len(result.failures) == 20 and all("connect" in f.reason.lower() or "transport" in f.reason
                                                for f in result.failures)
+
+
+def chat_engine(delay_s: float = 0.0) -> object:
+    """An OpenAI chat server (messages in, message / deltas out), answering every model asked for."""
+    app = health_app()
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> Response:
+        body = await request.json()
+        await asyncio.sleep(delay_s)
+        assert body["messages"][0]["role"] == "user" and body["messages"][0]["content"]
+        tokens = min(body["max_tokens"], 3)
+        if not body.get("stream"):
+            return Response(json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "model": body["model"],
+                                        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi " * tokens},
+                                                     "finish_reason": "length"}],
+                                        "usage": {"prompt_tokens": 7, "completion_tokens": tokens}}),
+                            media_type="application/json")
+
+        async def events():  # type: ignore[no-untyped-def]
+            yield f'data: {json.dumps({"model": body["model"], "choices": [{"index": 0, "delta": {"role": "assistant"}}]})}\n\n'
+            for _ in range(tokens):
+                yield f'data: {json.dumps({"model": body["model"], "choices": [{"index": 0, "delta": {"content": "hi "}}]})}\n\n'
+            yield f'data: {json.dumps({"model": body["model"], "choices": [], "usage": {"completion_tokens": tokens}})}\n\n'
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    return app
+
+
+def test_a_chat_endpoint_behind_a_gateway_of_two_models() -> None:
+    with run_app(chat_engine()) as base:  # type: ignore[arg-type]
+        opts = Options(base, "chat", ("llama-3-70b", "qwen2-7b"), requests=200, load_requests=30, ttft_p99_s=5.0,
+                       itl_p99_s=1.0, max_failure_rate=0.0)
+        result = Result(base, "", 0)
+
+        async def run() -> None:
+            await function_phase(opts, result)
+            await performance_phase(opts, result)
+
+        asyncio.run(run())
+    assert names(result.checks, "fail") == [], result.markdown()
+    assert next(c for c in result.checks if c.name.startswith("function: routing")).measured == "100.00% of 180"
+    assert result.load is not None and result.load["output_tokens"] == 30 * 3  # the deltas were counted as tokens
+    page = result.html()
+    assert page.startswith("<!doctype html>") and "Acceptance check: PASS" in page
+
+
+def test_ctrl_c_keeps_what_was_measured(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    config = tmp_path / "infermeter.yaml"
+    config.write_text(f"store:\n  url: sqlite:///{tmp_path / 'v.db'}\nworker:\n  embedded: false\n")
+    subprocess.run([sys.executable, "-m", "infermeter", "--config", str(config), "db", "upgrade"], check=True,
+                   capture_output=True, timeout=120)
+    with run_app(chat_engine(delay_s=0.5)) as base:  # type: ignore[arg-type]
+        proc = subprocess.Popen([sys.executable, "-m", "infermeter", "--config", str(config), "validate", "--url", base,
+                                 "--endpoint", "chat", "--model", "m", "--requests", "2000", "--concurrency", "4"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(4)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1, err
+    assert "validate: interrupted; keeping what was measured" in err and "Traceback" not in err
+    assert "**Interrupted**" in out and "stored as validation 1" in out

@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 import httpx
 
-Endpoint = Literal["generate", "completions"]
-PATHS: dict[Endpoint, str] = {"generate": "/v1/generate", "completions": "/v1/completions"}
+Endpoint = Literal["generate", "completions", "chat"]
+PATHS: dict[Endpoint, str] = {"generate": "/v1/generate", "completions": "/v1/completions", "chat": "/v1/chat/completions"}
 
 
 @dataclass
@@ -62,7 +62,9 @@ def request_body(endpoint: Endpoint, prompt: str, max_tokens: int, *, stream: bo
                  ignore_eos: bool, model: str | None) -> dict[str, Any]:
     body: dict[str, Any] = {"prompt": prompt, "max_tokens": max_tokens, "temperature": temperature,
                             "stream": stream, "ignore_eos": ignore_eos}
-    if endpoint == "completions":
+    if endpoint == "chat":  # OpenAI chat: the prompt as one user message
+        body["messages"] = [{"role": "user", "content": body.pop("prompt")}]
+    if endpoint in ("completions", "chat"):
         body["model"] = model or "ref-tiny"
         if stream:
             body["stream_options"] = {"include_usage": True}
@@ -79,7 +81,8 @@ async def send(
 ) -> RequestResult:
     """POST ``body``; never raises for HTTP or transport problems (they are the result)."""
     t0 = clock()
-    result = RequestResult(ok=False, start_s=start_s, e2e_s=0.0, prompt_tokens=len(body.get("prompt", "")))
+    prompt = body.get("prompt") or "".join(m.get("content", "") for m in body.get("messages", []))
+    result = RequestResult(ok=False, start_s=start_s, e2e_s=0.0, prompt_tokens=len(prompt))
     try:
         if body.get("stream"):
             await _streamed(client, endpoint, body, result, t0, clock)
@@ -143,6 +146,9 @@ async def _streamed(client: httpx.AsyncClient, endpoint: Endpoint, body: dict[st
                 usage = event["usage"]
             if endpoint == "generate":
                 n = int(event.get("tokens", 0))
+            elif endpoint == "chat":  # a delta with content is a token; the first delta only names the role
+                choices = event.get("choices") or []
+                n = 1 if choices and (choices[0].get("delta") or {}).get("content") else 0
             else:
                 choices = event.get("choices") or []
                 n = 1 if choices and (choices[0].get("text") or choices[0].get("finish_reason") is None) else 0

@@ -23,6 +23,16 @@ def _seconds(text: str | None, default: float) -> float:
     return parse_duration_ms(text) / 1000 if text else default
 
 
+def _shares(text: str) -> list[float]:
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected comma-separated numbers") from None
+    if len(values) < 2 or any(v < 0 for v in values) or sum(values) <= 0:
+        raise argparse.ArgumentTypeError("at least two non-negative shares, not all zero")
+    return values
+
+
 def hosts_of(url: str) -> list[str]:
     host = urlsplit(url).hostname or ""
     return [socket.gethostname()] if host in LOOPBACK else [host, host.split(".")[0]]
@@ -89,8 +99,11 @@ def _fleet_and_store(args: argparse.Namespace, settings: object, clock: Clock, r
         return None
     try:
         history = ValidationStore(side.engine)
+        baseline = history.get(args.baseline) if args.baseline else history.baseline(result.url, result.model)
+        if args.baseline and baseline is None:
+            print(f"validate: --baseline: no validation {args.baseline}; the cost check has no baseline", file=err)
         fleet_phase(side.source, result, hosts_of(result.url), thresholds, settings.cost,  # type: ignore[arg-type]
-                    history.baseline(result.url, result.model))
+                    baseline, args.moe_expected)
         return None if args.no_store else history.add(result)
     finally:
         side.close()
@@ -115,6 +128,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--e2e-p99", help="default alerts.thresholds.e2e_p99_seconds")
     p.add_argument("--max-failure-rate", type=float, help="default alerts.thresholds.failure_rate")
     p.add_argument("--min-utilization", type=float, help="default alerts.thresholds.utilization_target")
+    p.add_argument("--baseline", type=int, help="compare cost with this validation (default: the last passed run)")
+    p.add_argument("--moe-expected", type=_shares, help="expected share of each expert, e.g. 0.25,0.25,0.3,0.2 "
+                   "(default: uniform)")
     p.add_argument("--json", help="write the whole result as JSON")
     p.add_argument("--markdown", help="write the summary as Markdown")
     p.add_argument("--html", help="write the summary as an HTML page")

@@ -37,7 +37,7 @@ def _hosts(hosts: list[str]) -> str:
 
 
 def fleet_phase(source: SampleSource, result: Result, hosts: list[str], thresholds: Thresholds, cost: CostSettings,
-                baseline: dict[str, Any] | None) -> None:
+                baseline: dict[str, Any] | None, moe_expected: list[float] | None = None) -> None:
     start, end = result.started_ms, result.ended_ms
     window = f"{max(1, (end - start) // 1000)}s"
     h = f'host=~"{_hosts(hosts)}"'
@@ -54,7 +54,7 @@ def fleet_phase(source: SampleSource, result: Result, hosts: list[str], threshol
                                "-" if math.isnan(memory) else f"{memory / 2**30:.1f} GiB", "recorded as the baseline",
                                "no gpu_memory_used_bytes in the window" if math.isnan(memory) else ""))
     _cost(source, result, window, thresholds, cost, baseline)
-    _moe(source, result, window, thresholds)
+    _moe(source, result, window, thresholds, moe_expected)
 
 
 def _cost(source: SampleSource, result: Result, window: str, t: Thresholds, cost: CostSettings,
@@ -90,7 +90,7 @@ def _baseline_cost(baseline: dict[str, Any] | None) -> float | None:
     return None
 
 
-def _moe(source: SampleSource, result: Result, window: str, t: Thresholds) -> None:
+def _moe(source: SampleSource, result: Result, window: str, t: Thresholds, expected: list[float] | None) -> None:
     m = f"model={json.dumps(result.model)}" if result.model else ""
     value = context_at(source, result.ended_ms).evaluate(
         parse(f"sum by (layer, expert) (increase(moe_expert_tokens_total{{{m}}}[{window}]))"))
@@ -99,14 +99,23 @@ def _moe(source: SampleSource, result: Result, window: str, t: Thresholds) -> No
         result.checks.append(Check(name, "not measurable", "-", f"JS ≤ {t.moe_js_divergence:g} bits",
                                    "the engine exports no expert routing counts"))
         return
-    layers: dict[str, list[float]] = {}
+    layers: dict[str, dict[int, float]] = {}
     for labels, v in value.as_dicts():
-        layers.setdefault(labels.get("layer", ""), []).append(float(v))
-    worst_layer, worst = max(((layer, layer_balance(loads).js_divergence) for layer, loads in layers.items()),
-                             key=lambda x: x[1])
+        expert = labels.get("expert", "")
+        layers.setdefault(labels.get("layer", ""), {})[int(expert) if expert.isdigit() else len(layers)] = float(v)
+    target = "the expected distribution" if expected else "uniform"
+    scores = []
+    for layer, per_expert in layers.items():
+        loads = [per_expert[e] for e in sorted(per_expert)]
+        if expected is not None and len(expected) != len(loads):
+            result.checks.append(Check(name, "not measurable", "-", f"JS ≤ {t.moe_js_divergence:g} bits",
+                                       f"the expected distribution has {len(expected)} experts, layer {layer} {len(loads)}"))
+            return
+        scores.append((layer, layer_balance(loads, expected).js_divergence))
+    worst_layer, worst = max(scores, key=lambda x: x[1])
     result.checks.append(Check(name, "pass" if worst <= t.moe_js_divergence else "fail",
                                f"JS {worst:.3f} bits (layer {worst_layer}, worst of {len(layers)})",
-                               f"≤ {t.moe_js_divergence:g} bits from uniform"))
+                               f"≤ {t.moe_js_divergence:g} bits from {target}"))
 
 
 class ValidationStore:
@@ -124,6 +133,11 @@ class ValidationStore:
         with self.engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
         return [{"id": r["id"], **json.loads(r["result"])} for r in rows]
+
+    def get(self, validation_id: int) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(validations).where(validations.c.id == validation_id)).mappings().first()
+        return {"id": row["id"], **json.loads(row["result"])} if row else None
 
     def baseline(self, url: str, model: str, before_id: int | None = None) -> dict[str, Any] | None:
         """The newest passed run of this URL and model (the cost baseline)."""

@@ -46,6 +46,10 @@ def cmd_evaluate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print("evaluate: interrupted", file=err)
         return 130
     text = render(result, args.format)
+    if not args.no_store:
+        stored = _store(settings, clock.now_ms(), result, err)
+        if stored is not None:
+            text += f"stored as evaluation {stored} (the finance report of the period draws it)\n" if args.format != "csv" else ""
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -61,6 +65,27 @@ def cmd_evaluate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             json.dump({"ranked": rows, "cheapest_meeting_sla": best.candidate.name if best else None,
                        "notes": result.notes}, fh, indent=2, default=str)
     return EXIT_OK if result.best() is not None else EXIT_FAIL
+
+
+def _store(settings: object, now_ms: int, result: object, err: TextIO) -> int | None:
+    from infermeter import db
+    from infermeter.evaluate import Evaluation, summary_rows
+    from infermeter.settings import Settings
+    from infermeter.validations import EvaluationStore
+    from store.engine import create_store_engine
+
+    assert isinstance(settings, Settings) and isinstance(result, Evaluation)
+    engine = create_store_engine(settings.store.url)
+    try:
+        if not db.is_at_head(engine):
+            print("evaluate: the database is not at the newest schema (infermeter db upgrade): not stored", file=err)
+            return None
+        return EvaluationStore(engine).add(now_ms, summary_rows(result), result.notes)
+    except Exception as exc:  # the figures are printed either way; keeping them is a bonus
+        print(f"evaluate: not stored: {type(exc).__name__}: {exc}", file=err)
+        return None
+    finally:
+        engine.dispose()
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -82,4 +107,5 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--format", choices=["table", "csv", "markdown"], default="table")
     p.add_argument("--out", help="write the table to this file")
     p.add_argument("--json", help="also write every figure as JSON to this file")
+    p.add_argument("--no-store", action="store_true", help="do not keep the run in the database")
     p.set_defaults(func=cmd_evaluate)

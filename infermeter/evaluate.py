@@ -189,3 +189,23 @@ def run_with_loadgen(opts: LoadOptions) -> Awaitable[LoadReport]:
 def evaluate_sync(candidates: Sequence[Candidate], workload: LoadOptions, book: PriceBook, now_ms: int, sla: Sla,
                   run: Runner = run_with_loadgen) -> Evaluation:
     return asyncio.run(evaluate(candidates, workload, book, now_ms, sla, run))
+
+
+def summary_rows(ev: Evaluation) -> list[dict[str, object]]:
+    """The ranked rows as plain values (stored, and what the finance report draws)."""
+    best = ev.best()
+    out: list[dict[str, object]] = []
+    for r in ev.ranked():
+        rep = r.report
+        out.append({
+            "candidate": r.candidate.name, "gpu": r.candidate.gpu, "gpus": r.candidate.gpus,
+            "purchase_class": r.candidate.purchase_class, "dollars_per_hour": r.dollars_per_hour,
+            "tokens_per_s_per_gpu": _num(r.tokens_per_s_per_gpu), "ttft_p99_s": _num(rep.ttft.p99_ms / 1000) if rep else None,
+            "itl_p99_ms": _num(rep.itl.p99_ms) if rep else None, "dollars_per_million": _num(r.dollars_per_million),
+            "sla": r.error or ("; ".join(r.misses) if r.misses else ("met (cheapest)" if r is best else "met")),
+        })
+    return out
+
+
+def _num(value: float) -> float | None:
+    return value if math.isfinite(value) else None

@@ -22,7 +22,7 @@ from cost.prices import CostSettings
 from infermeter.validate import Check, Result
 from moe.balance import layer_balance
 from promql import SampleSource, Vector, context_at, parse
-from releases.validation_schema import validations
+from releases.validation_schema import evaluations, validations
 
 
 def _value(source: SampleSource, expr: str, at_ms: int) -> float:
@@ -149,3 +149,23 @@ class ValidationStore:
         with self.engine.connect() as conn:
             row = conn.execute(query).mappings().first()
         return {"id": row["id"], **json.loads(row["result"])} if row else None
+
+
+class EvaluationStore:
+    """``infermeter evaluate`` runs: their ranked rows (:func:`infermeter.evaluate.summary_rows`)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def add(self, at_ms: int, rows: list[dict[str, Any]], notes: list[str]) -> int:
+        text = json.dumps({"rows": rows, "notes": notes}, default=str)
+        with self.engine.begin() as conn:
+            return int(conn.execute(sa.insert(evaluations).values(at_ms=at_ms, result=text)
+                                    .returning(evaluations.c.id)).scalar_one())
+
+    def between(self, start_ms: int, end_ms: int) -> list[tuple[int, int, dict[str, Any]]]:
+        """(id, at_ms, {"rows", "notes"}) in [start, end), oldest first."""
+        query = (sa.select(evaluations).where(evaluations.c.at_ms >= start_ms, evaluations.c.at_ms < end_ms)
+                 .order_by(evaluations.c.at_ms, evaluations.c.id))
+        with self.engine.connect() as conn:
+            return [(int(r["id"]), int(r["at_ms"]), json.loads(r["result"])) for r in conn.execute(query).mappings()]

@@ -1,5 +1,6 @@
-"""The acceptance check's history (migrations/versions/0008_validations.py): one row per
-``infermeter validate`` run, its verdict and the whole result as JSON."""
+"""The procedures' history (migrations/versions/0008_validations.py): one row per ``infermeter
+validate`` run (its verdict and the whole result as JSON) and per ``infermeter evaluate`` run (its
+ranked candidates as JSON, drawn in the finance report)."""
 
 from __future__ import annotations
 
@@ -17,4 +18,13 @@ validations = sa.Table(
     sa.Column("verdict", sa.String(32), nullable=False),
     sa.Column("result", sa.Text(), nullable=False),
     sa.Index("ix_validations_at_ms", "at_ms"),
+)
+
+evaluations = sa.Table(
+    "evaluations",
+    metadata,
+    sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
+    sa.Column("at_ms", sa.BigInteger(), nullable=False),
+    sa.Column("result", sa.Text(), nullable=False),
+    sa.Index("ix_evaluations_at_ms", "at_ms"),
 )

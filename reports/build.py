@@ -301,4 +301,5 @@ def _build(src: ReportSources, period: Period, top_anomalies: int) -> FinanceRep
         changes=_side_list(src.changes, period.start_ms, period.end_ms, "the audit log", notes),
         software=_side_list(src.software, period.start_ms, min(period.end_ms, src.now_ms), "the version series", notes),
         events=_side_list(src.events, period.start_ms, period.end_ms, "the deploy markers", notes),
+        evaluations=_side_list(src.evaluations, period.start_ms, period.end_ms, "the hardware evaluations", notes),
     )

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from access.audit import AuditLog
+from infermeter.validations import EvaluationStore
 from releases.markers import MarkerStore
 from reports.changes import AuditChanges
 from reports.model import SpendForecast
-from reports.software import RecordedEvents, VersionHistory
+from reports.software import RecordedEvents, StoredEvaluations, VersionHistory
 from store.clock import Clock
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -82,7 +83,8 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         sources = ReportSources(ledger, ledger.book.settings, now, AlertHistoryAnomalies(engine),  # API changes too
                                 factory(engine, settings, now) if factory is not None else None,
                                 changes=AuditChanges(AuditLog(engine, clock)), software=VersionHistory(side.reader),
-                                events=RecordedEvents(MarkerStore(engine, clock)))
+                                events=RecordedEvents(MarkerStore(engine, clock)),
+                                evaluations=StoredEvaluations(EvaluationStore(engine).between))
         rendered = render(build_report(sources, period, args.top), args.format)
     except FormatUnavailable as exc:
         print(f"error: {exc}", file=err)

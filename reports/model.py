@@ -142,6 +142,27 @@ EventSource = Callable[[int, int], list[EventLine]]
 
 
 @dataclass(frozen=True)
+class EvaluationLine:
+    """One candidate of an ``infermeter evaluate`` run in the period, in its run's rank order."""
+
+    at_ms: int
+    run: int
+    candidate: str
+    gpu: str
+    gpus: int
+    purchase_class: str
+    dollars_per_hour: float
+    tokens_per_s_per_gpu: float | None
+    ttft_p99_s: float | None
+    itl_p99_ms: float | None
+    dollars_per_million: float | None
+    sla: str
+
+
+EvaluationSource = Callable[[int, int], list[EvaluationLine]]
+
+
+@dataclass(frozen=True)
 class ReportSources:
     """Everything a report is built from; the CLI and the API each assemble one."""
 
@@ -153,6 +174,7 @@ class ReportSources:
     changes: ChangeSource | None = None
     software: SoftwareSource | None = None
     events: EventSource | None = None
+    evaluations: EvaluationSource | None = None
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -304,6 +326,7 @@ class FinanceReport:
     changes: list[ChangeLine] = field(default_factory=list)
     software: list[SoftwareLine] = field(default_factory=list)
     events: list[EventLine] = field(default_factory=list)
+    evaluations: list[EvaluationLine] = field(default_factory=list)
 
     @property
     def reconciled(self) -> bool:

@@ -197,6 +197,24 @@ def _prices(r: FinanceReport) -> Table:
     return _table(["Item", "Price", "From", "To", "In period"], rows, [45 * mm, 50 * mm, 32 * mm, 32 * mm, 16 * mm])
 
 
+def _evaluations(r: FinanceReport) -> list[Flowable]:
+    """The newest `infermeter evaluate` run of the period: its chart and its ranked rows."""
+    if not r.evaluations:
+        return [_p("No hardware evaluation was run in the period (infermeter evaluate).", SMALL)]
+    newest = max(v.run for v in r.evaluations)
+    body: list[Flowable] = []
+    chart = pdf_charts.evaluation_bars(r.evaluations, r.currency)
+    if chart is not None:
+        body.append(chart)
+    rows = [[v.candidate, f"{v.gpus}x {v.gpu} ({v.purchase_class})", money(v.dollars_per_hour),
+             "-" if v.tokens_per_s_per_gpu is None else f"{v.tokens_per_s_per_gpu:,.1f}",
+             "-" if v.dollars_per_million is None else money(v.dollars_per_million), v.sla[:40]]
+            for v in r.evaluations if v.run == newest]
+    body.append(_table(["Candidate", "Runs on", f"{r.currency}/h", "tok/s per GPU", f"{r.currency} per 1M", "SLA"], rows,
+                       [30 * mm, 40 * mm, 20 * mm, 25 * mm, 25 * mm, 40 * mm]))
+    return body
+
+
 def _software(r: FinanceReport) -> list[Flowable]:
     """The odd values and the changes of the period (the full list is in the CSV / XLSX)."""
     if not r.software:
@@ -258,6 +276,7 @@ def render_pdf(r: FinanceReport) -> bytes:
           + (f" on {e.node}" if e.node else "") + (f": {e.message}" if e.message else ""), e.actor] for e in r.events],
         [32 * mm, 115 * mm, 33 * mm])] if r.events else [_p("No deploy or config change was recorded in the period "
                                                             "(infermeter mark, POST /api/v1/events).", SMALL)])
+    story += _section("Hardware evaluations", _evaluations(r))
     story += _section("Versions and NCCL settings per node", _software(r))
     story += _section("Reconciliation", [_table(
         ["Check", "Expected", "Actual", "Difference", "Result"],

@@ -14,7 +14,7 @@ from reportlab.graphics.charts.piecharts import Pie
 from reportlab.graphics.shapes import Drawing, String
 from reportlab.lib import colors
 
-from reports.model import FinanceReport, SpendLine
+from reports.model import EvaluationLine, FinanceReport, SpendLine
 
 PALETTE = [colors.HexColor(c) for c in ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
                                         "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")]
@@ -127,5 +127,30 @@ def top_bars(lines: Sequence[SpendLine], title: str, currency: str, top: int = 8
     chart.valueAxis.labels.fontSize = 7
     chart.valueAxis.labelTextFormat = "%.0f" if max(s.dollars for s in shown) >= 10 else "%.2f"
     chart.bars[0].fillColor = PALETTE[0]
+    drawing.add(chart)
+    return drawing
+
+
+def evaluation_bars(lines: Sequence[EvaluationLine], currency: str, width: float = 480,
+                    height: float = 170) -> Drawing | None:
+    """$ per 1M tokens of the newest evaluation's candidates, cheapest on top."""
+    if not lines:
+        return None
+    newest = max(v.run for v in lines)
+    shown = [v for v in lines if v.run == newest and v.dollars_per_million is not None][:10]
+    if not shown:
+        return None
+    drawing = Drawing(width, height)
+    _title(drawing, f"{currency} per 1M output tokens, measured (evaluation {newest})", width, height)
+    chart = HorizontalBarChart()
+    chart.x, chart.y, chart.width, chart.height = 150, 15, width - 170, height - 40
+    shown = list(reversed(shown))  # cheapest on top
+    chart.data = [[float(v.dollars_per_million or 0.0) for v in shown]]
+    chart.categoryAxis.categoryNames = [f"{v.candidate[:14]} ({v.gpus}x {v.gpu[:10]})" for v in shown]
+    chart.categoryAxis.labels.fontSize = 7
+    chart.valueAxis.valueMin = 0
+    chart.valueAxis.labels.fontSize = 7
+    chart.valueAxis.labelTextFormat = "%.2f"
+    chart.bars[0].fillColor = PALETTE[2]
     drawing.add(chart)
     return drawing

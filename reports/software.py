@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from drift.table import changes, drift_table, history, latest
 from releases.markers import MarkerStore
-from reports.model import EventLine, SoftwareLine
+from reports.model import EvaluationLine, EventLine, SoftwareLine
 from store.interfaces import SeriesReader
 
 
@@ -31,3 +34,20 @@ class RecordedEvents:
     def __call__(self, start_ms: int, end_ms: int) -> list[EventLine]:
         return [EventLine(m.at_ms, m.kind, m.model, m.version, m.node, m.message, m.actor)
                 for m in self.markers.between(start_ms, end_ms - 1, limit=10_000)]
+
+
+class StoredEvaluations:
+    """The ``infermeter evaluate`` runs of the period, each run's candidates in rank order."""
+
+    def __init__(self, read: Callable[[int, int], list[tuple[int, int, dict[str, Any]]]]) -> None:
+        self.read = read  # infermeter.validations.EvaluationStore.between
+
+    def __call__(self, start_ms: int, end_ms: int) -> list[EvaluationLine]:
+        out = []
+        for run, at_ms, result in self.read(start_ms, end_ms):
+            for r in result.get("rows", []):
+                out.append(EvaluationLine(at_ms, run, str(r["candidate"]), str(r["gpu"]), int(r["gpus"]),
+                                          str(r["purchase_class"]), float(r["dollars_per_hour"]),
+                                          r.get("tokens_per_s_per_gpu"), r.get("ttft_p99_s"), r.get("itl_p99_ms"),
+                                          r.get("dollars_per_million"), str(r.get("sla", ""))))
+        return out

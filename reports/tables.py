@@ -154,10 +154,24 @@ EVENTS = (
     _c("message", "text", "", "what was changed, as recorded"),
     _c("actor", "text", "", "who recorded it (token name, cli:<user>)"),
 )
+EVALUATIONS = (
+    _c("at", "key", "", "when the `infermeter evaluate` run started (ISO 8601 UTC)"),
+    _c("run", "key", "", "the run's id; its candidates are in rank order (cheapest per 1M tokens first)"),
+    _c("candidate", "key", "", "the endpoint's name"),
+    _c("gpu", "text", "", "the GPU type it runs on"),
+    _c("gpus", "number", "", "how many"),
+    _c("purchase_class", "text", "", "on_demand, spot or reserved (the price book's)"),
+    _c("dollars_per_hour", "number", "{currency}/h", "GPUs x $/GPU-hour from the price book"),
+    _c("tokens_per_s_per_gpu", "number", "tokens/s", "measured output tokens/s over the GPUs"),
+    _c("ttft_p99_s", "number", "s", "measured time to first token, P99"),
+    _c("itl_p99_ms", "number", "ms", "measured inter-token latency, P99"),
+    _c("dollars_per_million", "number", "{currency}", "dollars per 1M output tokens at the measured throughput"),
+    _c("sla", "text", "", "met, met (cheapest), or what it missed"),
+)
 ALL_COLUMNS: dict[str, tuple[Column, ...]] = {
     "summary": SUMMARY, "checks": CHECKS, "spend": SPEND, "tokens": TOKENS, "budgets": BUDGETS,
     "forecast": FORECAST, "anomalies": ANOMALIES, "prices": PRICES, "daily": DAILY, "changes": CHANGES,
-    "software": SOFTWARE, "events": EVENTS,
+    "software": SOFTWARE, "events": EVENTS, "evaluations": EVALUATIONS,
 }
 
 
@@ -247,6 +261,10 @@ def sheets(r: FinanceReport) -> list[Sheet]:
                       for v in r.software]))
     out.append(Sheet("events", "events", "", "Deploys and config changes (markers)", EVENTS,
                      [(iso(e.at_ms), e.kind, e.model, e.version, e.node, e.message, e.actor) for e in r.events]))
+    out.append(Sheet("evaluations", "evaluations", "", "Hardware evaluations (infermeter evaluate)", EVALUATIONS,
+                     [(iso(v.at_ms), v.run, v.candidate, v.gpu, v.gpus, v.purchase_class, v.dollars_per_hour,
+                       v.tokens_per_s_per_gpu, v.ttft_p99_s, v.itl_p99_ms, v.dollars_per_million, v.sla)
+                      for v in r.evaluations]))
     return out
 
 

@@ -254,6 +254,8 @@ def smoke_worker_and_load(s: SmallStore) -> None:
                              "--format", "markdown"))
         assert "| a | H100 | 1 | on_demand | 2.50 |" in evaluated and "| b | H100 | 2 | on_demand | 5.00 |" in evaluated
         assert "cheapest meeting the SLA: " in evaluated  # the ranking itself: tests/worker/test_evaluate.py
+        assert "stored as evaluation 1" in evaluated
+        assert ",evaluations," in _ok(_cli(s.config, "report", "--format", "csv"))  # the report of the period lists it
         assert _cli(s.config, "evaluate", "--endpoint", "url=x").returncode == 2  # gpu= is required
         validated = _ok(_cli(s.config, "validate", "--url", url, "--model", "ref-tiny", "--requests", "20",
                              "--load-requests", "6", "--load-concurrency", "2", "--ttft-p99", "60s", "--itl-p99", "10s"))

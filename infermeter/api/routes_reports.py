@@ -7,12 +7,13 @@ from fastapi import APIRouter, HTTPException
 
 from forecast.ids import SeriesId
 from infermeter.api.deps import PrincipalDep, RuntimeDep
+from infermeter.validations import EvaluationStore
 from reports.anomalies import AlertHistoryAnomalies
 from reports.api import create_report_router
 from reports.changes import AuditChanges
 from reports.forecast import rest_of_period
 from reports.model import ReportSources, SpendForecast
-from reports.software import RecordedEvents, VersionHistory
+from reports.software import RecordedEvents, StoredEvaluations, VersionHistory
 
 
 def report_sources(runtime: RuntimeDep, _auth: PrincipalDep) -> ReportSources:
@@ -27,6 +28,7 @@ def report_sources(runtime: RuntimeDep, _auth: PrincipalDep) -> ReportSources:
         runtime.alerting.ledger, runtime.settings.cost, runtime.clock.now_ms(), AlertHistoryAnomalies(runtime.engine),
         forecast=forecast, changes=AuditChanges(runtime.access.audit), software=VersionHistory(runtime.reader),
         events=RecordedEvents(runtime.markers),
+        evaluations=StoredEvaluations(EvaluationStore(runtime.engine).between),
     )
 
 

@@ -1,4 +1,4 @@
-"""validations: the acceptance check's history
+"""validations and evaluations: the acceptance check's and the hardware evaluation's history
 
 Revision ID: 0008
 Revises: 0007
@@ -27,8 +27,17 @@ def upgrade() -> None:
         sa.Column("result", sa.Text(), nullable=False),
     )
     op.create_index("ix_validations_at_ms", "validations", ["at_ms"])
+    op.create_table(
+        "evaluations",
+        sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
+        sa.Column("at_ms", sa.BigInteger(), nullable=False),
+        sa.Column("result", sa.Text(), nullable=False),
+    )
+    op.create_index("ix_evaluations_at_ms", "evaluations", ["at_ms"])
 
 
 def downgrade() -> None:
+    op.drop_index("ix_evaluations_at_ms", table_name="evaluations")
+    op.drop_table("evaluations")
     op.drop_index("ix_validations_at_ms", table_name="validations")
     op.drop_table("validations")

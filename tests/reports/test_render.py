@@ -14,7 +14,7 @@ import openpyxl
 import pytest
 
 from reports.build import build_report
-from reports.model import EventLine, FinanceReport, ForecastWindow, SoftwareLine
+from reports.model import EvaluationLine, EventLine, FinanceReport, ForecastWindow, SoftwareLine
 from reports.period import parse_period
 from reports.render import FormatUnavailable, csv_value, render
 from reports.tables import ALL_COLUMNS, CSV_COLUMNS, sheets
@@ -25,7 +25,7 @@ CSV_HEADER = "period,section,dimension,key,metric,value,unit,detail"
 SHEETS = [
     "summary", "checks", "spend_component", "spend_model", "spend_node", "spend_gpu_model", "spend_tenant",
     "spend_purchase_class", "tokens_fleet", "tokens_model", "tokens_node", "tokens_tenant", "budgets", "forecast",
-    "anomalies", "prices", "daily", "changes", "software", "events", "data", "columns",
+    "anomalies", "prices", "daily", "changes", "software", "events", "evaluations", "data", "columns",
 ]
 # The columns of every sheet, pinned: changing one breaks spreadsheets built on them.
 HEADERS = {
@@ -44,7 +44,13 @@ HEADERS = {
     "changes": "at action object actor role address",
     "software": "node component value first_seen last_seen odd replaced cluster",
     "events": "at kind model version node message actor",
+    "evaluations": "at run candidate gpu gpus purchase_class dollars_per_hour tokens_per_s_per_gpu ttft_p99_s "
+                   "itl_p99_ms dollars_per_million sla",
 }
+EVALUATIONS = [EvaluationLine(NOW - 7_200_000, 1, "batched-h100", "H100", 1, "on_demand", 4.0, 410.5, 0.21, 18.0, 2.71,
+                              "met (cheapest)"),
+               EvaluationLine(NOW - 7_200_000, 1, "single-a100", "A100", 1, "on_demand", 2.0, 96.1, 0.08, 9.5, 5.78,
+                              "met")]
 EVENTS = [EventLine(NOW - 5_400_000, "deploy", "llama", "v2", "", "new weights", "operator-1"),
           EventLine(NOW - 3_600_000, "config", "", "", "n2", "max_batch_size 64", "cli:ops")]
 SOFTWARE = [  # what reports.software.VersionHistory reads from the store (tested in tests/drift)
@@ -59,7 +65,7 @@ SOFTWARE = [  # what reports.software.VersionHistory reads from the store (teste
 def report(seeded: Seeded) -> FinanceReport:
     window = ForecastWindow(NOW, JAN.end_ms, mean=300.0, low=250.0, high=380.0, source="ets")
     sources = dataclasses.replace(seeded.sources(forecast=lambda lo, hi: window), software=lambda lo, hi: SOFTWARE,
-                                  events=lambda lo, hi: EVENTS)
+                                  events=lambda lo, hi: EVENTS, evaluations=lambda lo, hi: EVALUATIONS)
     return build_report(sources, JAN)
 
 
@@ -71,7 +77,7 @@ def test_csv_header_and_rows_are_stable(report: FinanceReport) -> None:
     assert tuple(CSV_HEADER.split(",")) == CSV_COLUMNS
     rows = list(csv.DictReader(io.StringIO(text)))
     assert {r["section"] for r in rows} == {"summary", "checks", "spend", "tokens", "budgets", "forecast", "anomalies",
-                                           "prices", "daily", "software", "events"}
+                                           "prices", "daily", "software", "events", "evaluations"}
     summary = {r["metric"]: r for r in rows if r["section"] == "summary"}
     assert float(summary["total_dollars"]["value"]) == pytest.approx(report.totals.total, abs=1e-6)
     assert summary["total_dollars"]["unit"] == "USD" and summary["reconciled"]["value"] == "1"
@@ -142,6 +148,7 @@ def test_pdf_text_shows_the_totals_and_their_reconciliation(report: FinanceRepor
                      "Prices in effect", "H100 / on_demand", "2027-01-15 08:30 UTC", "sum of spend by tenant = total",
                      "Versions and NCCL settings per node", "535.104.05 differs from most nodes", "replaced 2.21.5",
                      "Deploys and config changes", "deploy llama v2: new weights", "config all models on n2",
+                     "Hardware evaluations", "per 1M output tokens, measured (evaluation 1)", "batched-h100",
                      f"{report.tokens['fleet'][0].dollars_per_million_generated:,.2f}"):
         assert expected in line, expected
     assert "FAILED" not in line and "DOES NOT RECONCILE" not in line

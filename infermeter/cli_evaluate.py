@@ -40,11 +40,9 @@ def cmd_evaluate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except ValueError as exc:
         print(f"evaluate: {exc}", file=err)
         return EXIT_USAGE
-    try:
-        result = evaluate_sync(candidates, workload, PriceBook(settings.cost), clock.now_ms(), sla)
-    except KeyboardInterrupt:
-        print("evaluate: interrupted", file=err)
-        return 130
+    result = evaluate_sync(candidates, workload, PriceBook(settings.cost), clock.now_ms(), sla)
+    if result.interrupted:
+        print(f"evaluate: interrupted; keeping the {len(result.rows)} candidates measured", file=err)
     text = render(result, args.format)
     if not args.no_store:
         stored = _store(settings, clock.now_ms(), result, err)
@@ -64,7 +62,7 @@ def cmd_evaluate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump({"ranked": rows, "cheapest_meeting_sla": best.candidate.name if best else None,
                        "notes": result.notes}, fh, indent=2, default=str)
-    return EXIT_OK if result.best() is not None else EXIT_FAIL
+    return EXIT_OK if result.best() is not None and not result.interrupted else EXIT_FAIL
 
 
 def _store(settings: object, now_ms: int, result: object, err: TextIO) -> int | None:

@@ -106,6 +106,7 @@ class Row:
 class Evaluation:
     rows: list[Row]
     notes: list[str] = field(default_factory=list)
+    interrupted: bool = False
 
     def ranked(self) -> list[Row]:
         """Cheapest per 1M tokens first; rows without a price or a result last, as they came."""
@@ -119,8 +120,10 @@ class Evaluation:
 
 
 async def evaluate(candidates: Sequence[Candidate], workload: LoadOptions, book: PriceBook, now_ms: int, sla: Sla,
-                   run: Runner) -> Evaluation:
-    rows, notes = [], []
+                   run: Runner, into: Evaluation | None = None) -> Evaluation:
+    """Rows are added to ``into`` as candidates finish, so an interrupted run keeps the finished ones."""
+    out = into if into is not None else Evaluation([])
+    rows, notes = out.rows, out.notes
     for c in candidates:
         rate = book.gpu_price(c.gpu, c.purchase_class, now_ms)
         if rate <= 0:
@@ -135,7 +138,7 @@ async def evaluate(candidates: Sequence[Candidate], workload: LoadOptions, book:
         if report.ok == 0:
             row.error = "no successful request: " + ", ".join(f"{k} x{v}" for k, v in report.failures.items())
         rows.append(row)
-    return Evaluation(rows, notes)
+    return out
 
 
 HEADER = ["rank", "candidate", "gpu", "gpus", "class", "$/h", "out tok/s", "tok/s per GPU", "TTFT p99 s", "ITL p99 ms",
@@ -188,7 +191,14 @@ def run_with_loadgen(opts: LoadOptions) -> Awaitable[LoadReport]:
 
 def evaluate_sync(candidates: Sequence[Candidate], workload: LoadOptions, book: PriceBook, now_ms: int, sla: Sla,
                   run: Runner = run_with_loadgen) -> Evaluation:
-    return asyncio.run(evaluate(candidates, workload, book, now_ms, sla, run))
+    """Ctrl-C ends the run with the candidates finished so far (and a note saying so)."""
+    out = Evaluation([])
+    try:
+        asyncio.run(evaluate(candidates, workload, book, now_ms, sla, run, out))
+    except KeyboardInterrupt:
+        out.notes.append(f"interrupted: {len(out.rows)} of {len(candidates)} candidates measured")
+        out.interrupted = True
+    return out
 
 
 def summary_rows(ev: Evaluation) -> list[dict[str, object]]:

@@ -56,3 +56,24 @@ def test_sla_misses_and_candidate_parsing() -> None:
                      ("url=x,gpu", "key=value")):
         with pytest.raises(ValueError, match=why):
             Candidate.parse(bad)
+
+
+def test_ctrl_c_keeps_the_candidates_already_measured() -> None:
+    from worker.loadgen import LoadReport
+    from worker.loadgen.client import RequestResult
+
+    calls = []
+
+    async def run(opts: LoadOptions) -> LoadReport:
+        calls.append(opts.url)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        done = [RequestResult(True, i * 0.1, 0.5, ttft_s=0.05, itl_s=[0.01] * 9, output_tokens=10) for i in range(20)]
+        return LoadReport.build(done, 2.5, opts.url, "closed loop")
+
+    candidates = [Candidate("first", "http://a:1", "H100"), Candidate("second", "http://b:1", "A100"),
+                  Candidate("third", "http://c:1", "A100")]
+    result = evaluate_sync(candidates, LoadOptions(requests=20), BOOK, T0, Sla(), run)
+    assert result.interrupted and [r.candidate.name for r in result.rows] == ["first"]
+    assert result.rows[0].dollars_per_million == pytest.approx(4.0 / (200 / 2.5 * 3600) * 1e6)
+    assert "interrupted: 1 of 3 candidates measured" in render(result, "table")

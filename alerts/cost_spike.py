@@ -13,16 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from alerts.scaling import ScaleAdvisor
-from promql import EvalContext, SampleSource, Vector, context_at, parse
+from promql import SampleSource, context_at, first_value
 
 RECENT, BASELINE = "1h", "24h"
-
-
-def _scalar(ctx: EvalContext, expr: str) -> float:
-    value = ctx.evaluate(parse(expr))
-    if isinstance(value, Vector):
-        return float(value.values[0]) if len(value) else math.nan
-    return float(value)
 
 
 def _pct(x: float) -> str:
@@ -52,8 +45,8 @@ class CostSpikeChecks:
         match = f'{{model="{model}"}}' if model else ""
         now = context_at(self.source, at_ms)
         before = context_at(self.source, at_ms - 3_600_000)
-        util_now = _scalar(now, f"avg(avg_over_time(gpu_utilization_ratio[{RECENT}]))")
-        util_before = _scalar(before, f"avg(avg_over_time(gpu_utilization_ratio[{BASELINE}]))")
+        util_now = first_value(now, f"avg(avg_over_time(gpu_utilization_ratio[{RECENT}]))")
+        util_before = first_value(before, f"avg(avg_over_time(gpu_utilization_ratio[{BASELINE}]))")
         checks = {
             "check_utilization": (
                 f"fleet GPU utilization {_pct(util_now)} over the last hour vs {_pct(util_before)} over the "
@@ -70,8 +63,8 @@ class CostSpikeChecks:
                     f"sum(increase(inference_requests_total{match}[{window}]))"
                 )
 
-            recent = _scalar(now, per_request(RECENT))
-            base = _scalar(before, per_request(BASELINE))
+            recent = first_value(now, per_request(RECENT))
+            base = first_value(before, per_request(BASELINE))
             shift = (recent / base - 1) if base and not math.isnan(base) and not math.isnan(recent) else math.nan
             text = f"{kind} tokens/request {_num(recent)} vs {_num(base)}"
             if not math.isnan(shift):

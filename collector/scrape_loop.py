@@ -115,7 +115,8 @@ class ScrapeLoop:
             *(target_gpu_key(spec.job, spec.instance, gpu, "config", target) for gpu in spec.gpus),
         ]
         self._base_meta = len(self._meta_keys)
-        self._info: tuple[SeriesKey, ...] = ()  # the source's info series (value 1), as labelled
+        self._raw_info: tuple[SeriesKey, ...] = ()  # the source's info series (value 1), as it gives them
+        self._info: tuple[SeriesKey, ...] = ()  # ... and as labelled
         self._info_gone: list[SeriesKey] = []
 
     async def run(self) -> None:
@@ -197,8 +198,13 @@ class ScrapeLoop:
 
     def _sync_info(self) -> None:
         """A source's info series (an engine's version, learnt in the background) ride with the
-        bookkeeping series; when they change the layout is rebuilt and the old ones marked stale."""
-        info = tuple(self._label(k) for k in getattr(self.source, "info_keys", ()))
+        bookkeeping series; when they change the layout is rebuilt and the old ones marked stale.
+        Per scrape this is one comparison of the source's tuple (most sources have none)."""
+        raw = getattr(self.source, "info_keys", ())
+        if raw == self._raw_info:
+            return
+        self._raw_info = raw
+        info = tuple(self._label(k) for k in raw)
         if info == self._info:
             return
         self._info_gone += [k for k in self._info if k not in info]

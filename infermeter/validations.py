@@ -21,15 +21,12 @@ from alerts.thresholds import Thresholds
 from cost.prices import CostSettings
 from infermeter.validate import Check, Result
 from moe.balance import layer_balance
-from promql import SampleSource, Vector, context_at, parse
+from promql import SampleSource, Vector, context_at, first_value, parse
 from releases.validation_schema import evaluations, validations
 
 
 def _value(source: SampleSource, expr: str, at_ms: int) -> float:
-    value = context_at(source, at_ms).evaluate(parse(expr))
-    if isinstance(value, Vector):
-        return float(value.values[0]) if len(value) else math.nan
-    return float(value) if not isinstance(value, str) else math.nan
+    return first_value(context_at(source, at_ms), expr)
 
 
 def _hosts(hosts: list[str]) -> str:

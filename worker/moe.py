@@ -45,7 +45,9 @@ class ExpertRouter:
         ]
         self.bias = torch.tensor([math.log(s) for s in zipf_shares(experts, skew)], dtype=torch.float32, device=device)
         self._noise = torch.Generator(device=device).manual_seed(seed + 1)
-        self._counts = torch.zeros(layers, experts, dtype=torch.int64)
+        # On the model's device: adding there costs no host round trip per layer and step (on a GPU a
+        # .cpu() here would synchronise every layer); the host copy is made at scrape time only.
+        self._counts = torch.zeros(layers, experts, dtype=torch.int64, device=device)
         self._lock = threading.Lock()
         self.dtype = dtype
 
@@ -54,7 +56,7 @@ class ExpertRouter:
         logits = normed.float() @ self.weights[layer].T + self.bias
         uniform = torch.rand(logits.shape, generator=self._noise, device=logits.device).clamp_(1e-9, 1 - 1e-9)
         chosen = (logits - torch.log(-torch.log(uniform))).topk(self.top_k, dim=-1).indices
-        counts = torch.bincount(chosen.flatten(), minlength=self.experts).cpu()
+        counts = torch.bincount(chosen.flatten(), minlength=self.experts)
         with self._lock:
             self._counts[layer] += counts
         picked = torch.zeros(logits.shape, dtype=self.dtype, device=logits.device).scatter_(1, chosen, 1.0)

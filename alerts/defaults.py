@@ -166,6 +166,7 @@ def default_rule_dicts(t: Thresholds) -> dict[str, Any]:
             {"name": "infermeter-requests", "interval": "30s", "rules": requests},
             {"name": "infermeter-cost", "interval": "1m", "rules": cost},
             {"name": "infermeter-moe", "interval": "1m", "rules": [*moe_rules.recording_rules(t), *moe_rules.alert_rules(t, _alert)]},
+            {"name": "infermeter-moe-unused", "interval": "1h", "rules": moe_rules.unused_rules(t, _alert)},
             {"name": "infermeter-drift", "interval": "1m", "rules": drift_rules.alert_rules(t, _alert)},
         ]
     }

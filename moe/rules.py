@@ -60,10 +60,10 @@ def dead_fraction(window: str) -> str:
 
 
 def recording_rules(t: Thresholds) -> list[dict[str, Any]]:
+    """The per-minute figures (group ``infermeter-moe``)."""
     r = _load("10m")
     p = _share(r)
     nz = f"({p} > 0)"
-    dead = dead_fraction(t.moe_unused_window)
     return [
         {"record": "moe:expert_utilization:ratio10m", "expr": f"{r} / on ({BY}) group_left () avg by ({BY}) ({r})"},
         {"record": f"moe:layer_max_over_mean:{SUFFIX}", "expr": f"max by ({BY}) ({r}) / avg by ({BY}) ({r})"},
@@ -71,7 +71,20 @@ def recording_rules(t: Thresholds) -> list[dict[str, Any]]:
         {"record": f"moe:layer_diversity:{SUFFIX}",
          "expr": f"exp(-sum by ({BY}) ({nz} * ln({nz}))) / count by ({BY}) ({r})"},
         {"record": f"moe:layer_js_divergence_uniform:{SUFFIX}", "expr": js_divergence_uniform(r)},
+    ]
+
+
+def unused_rules(t: Thresholds, alert: Any) -> list[dict[str, Any]]:
+    """Unused experts (group ``infermeter-moe-unused``, evaluated hourly: the window is a day and
+    the alert waits a week, so a per-minute read of a day of every expert's counter buys nothing)."""
+    where = "layer {{ $labels.layer }} of {{ $labels.model }}"
+    dead = dead_fraction(t.moe_unused_window)
+    return [
         {"record": f"moe:layer_dead_experts:ratio{t.moe_unused_window}", "expr": dead},
+        alert("MoeExpertsUnused", f"({dead}) > 0", "info",
+              "{{ $value | humanizePercentage }} of the experts of " + where
+              + f" received no token in {t.moe_unused_window}: pruning candidates",
+              "7d", "1h", notice="weekly"),
     ]
 
 
@@ -88,9 +101,4 @@ def alert_rules(t: Thresholds, alert: Any) -> list[dict[str, Any]]:
               f"{js_divergence_uniform(r)} > {t.moe_js_divergence:g}", "warning",
               "Routing of " + where + " is {{ printf \"%.3f\" $value }} bits (Jensen-Shannon) from uniform",
               "10m", t.keep_firing_for),
-        alert("MoeExpertsUnused",
-              f"({dead_fraction(t.moe_unused_window)}) > 0", "info",
-              "{{ $value | humanizePercentage }} of the experts of " + where
-              + f" received no token in {t.moe_unused_window}: pruning candidates",
-              "7d", "1h", notice="weekly"),
     ]

@@ -13,7 +13,7 @@ from dashboard.figures.series import add_thresholds, lines_figure
 from dashboard.model import Line
 from dashboard.moe_reads import MOE_HINT, LayerLoad, idle_capacity, idle_dollars, imbalance_steps, layer_loads
 from dashboard.pages.common import Page
-from dashboard.panel import Panel, PanelContext, graph_panel, table_panel
+from dashboard.panel import Panel, PanelContext, graph_panel, graph_panels, table_panel
 from dashboard.queries import View
 from dashboard.tables import table
 
@@ -28,8 +28,13 @@ WORST_HEADER = ["model", "layer", "experts", "tokens routed", "max / mean", "CV"
 TOP = 5
 
 
-def heatmap(ctx: PanelContext, view: View) -> Figure:
+def heatmap_and_trend(ctx: PanelContext, view: View) -> list[Figure]:
+    """The heatmap and the trend from one read of the routing counts."""
     loads = layer_loads(ctx, view)
+    return [heatmap(loads), trend(ctx, loads)]
+
+
+def heatmap(loads: list[LayerLoad]) -> Figure:
     experts = sorted({e for ld in loads for e in ld.experts}, key=lambda e: (int(e) if e.isdigit() else 1 << 30, e))
     z = []
     for ld in loads:
@@ -66,8 +71,8 @@ def worst(ctx: PanelContext, view: View) -> html.Div:
     return table(WORST_HEADER, worst_rows(loads), empty_text=MOE_HINT, caption=caption)
 
 
-def trend(ctx: PanelContext, view: View) -> Figure:
-    loads = sorted(layer_loads(ctx, view), key=lambda ld: -ld.balance.max_over_mean)[:TOP]
+def trend(ctx: PanelContext, loads: list[LayerLoad]) -> Figure:
+    loads = sorted(loads, key=lambda ld: -ld.balance.max_over_mean)[:TOP]
     lines = [imbalance_steps(ld) for ld in loads]
     figure = lines_figure(lines, empty_text=MOE_HINT, y_title="max / mean")
     return add_thresholds(figure, [(ctx.sources.targets.moe_max_over_mean, "alert")]) if lines else figure
@@ -93,9 +98,8 @@ def balancedness(ctx: PanelContext, view: View) -> Figure:
 
 
 def register(app: Dash, ctx: PanelContext) -> None:
-    graph_panel(app, ctx, HEATMAP, lambda v: heatmap(ctx, v))
+    graph_panels(app, ctx, (HEATMAP, TREND), lambda v: heatmap_and_trend(ctx, v))
     table_panel(app, ctx, WORST, lambda v: worst(ctx, v))
-    graph_panel(app, ctx, TREND, lambda v: trend(ctx, v))
     graph_panel(app, ctx, BALANCEDNESS, lambda v: balancedness(ctx, v))
 
 

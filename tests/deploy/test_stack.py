@@ -156,6 +156,6 @@ def test_key_panels_compute_the_right_values(stack: tuple[str, str]) -> None:
     down = _query(prom, 'up{job="infermeter-worker"}')
     assert [r["value"][1] for r in down] == ["0"]
     rules = httpx.get(f"{prom}/api/v1/rules", timeout=10).json()["data"]["groups"]
-    assert {g["name"] for g in rules} == {"infermeter-gpu", "infermeter-requests", "infermeter-cost", "infermeter-moe", "infermeter-drift"}
+    assert {g["name"] for g in rules} == {"infermeter-gpu", "infermeter-requests", "infermeter-cost", "infermeter-moe", "infermeter-moe-unused", "infermeter-drift"}
     broken = [(r["name"], r.get("lastError")) for g in rules for r in g["rules"] if r.get("health") == "err"]
     assert not broken, broken

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from alerts.defaults import default_rule_dicts, default_rule_groups
 from alerts.thresholds import Thresholds
 from moe.balance import js_divergence, layer_balance, zipf_shares
 from moe.rules import recording_rules
@@ -62,7 +63,10 @@ def test_recording_rules_compute_what_the_python_figures_do() -> None:
     src = _source(loads)
     at = T0 + 80 * 15_000
     figures = {}
-    for rule in recording_rules(Thresholds()):
+    records = [r for g in default_rule_dicts(Thresholds())["groups"] for r in g["rules"]
+               if r.get("record", "").startswith("moe:")]
+    assert {r["record"] for r in records} >= {r["record"] for r in recording_rules(Thresholds())}
+    for rule in records:
         value = EvalContext(src, at).evaluate(parse(rule["expr"]))
         assert isinstance(value, Vector), rule["record"]
         figures[rule["record"]] = {dict(lab).get("layer"): float(v) for lab, v in zip(value.labels, value.values)
@@ -77,3 +81,26 @@ def test_recording_rules_compute_what_the_python_figures_do() -> None:
         assert figures["moe:expert_utilization:ratio10m"][layer] == pytest.approx(want.utilization[0], rel=0.02)
     assert figures["moe:layer_dead_experts:ratio1d"] == {"0": 0.25, "1": 0.0}
     assert figures["moe:layer_max_over_mean:rate10m"]["1"] == pytest.approx(1.0, abs=0.02)  # the reset is not a spike
+
+
+def test_unused_experts_are_a_weekly_notice_not_a_page() -> None:
+    from tests.alerts.rule_harness import first_firing
+
+    groups = [g for g in default_rule_groups() if g.name == "infermeter-moe-unused"]
+    assert [g.interval_ms for g in groups] == [3_600_000]  # a day's window read hourly, not each minute
+
+    def series(revived_day: float | None) -> dict:  # type: ignore[type-arg]
+        out = {}
+        for e in range(4):
+            def value(t: float, e: int = e) -> float:
+                if e == 3 and (revived_day is None or t < revived_day * 86_400):
+                    return 500.0  # first seen non-zero, then nothing routed to it
+                return 500.0 + 10.0 * t
+            out[SeriesKey.of("moe_expert_tokens_total", model="m", layer="0", expert=str(e))] = value
+        return out
+
+    at, engine = first_firing(groups, "MoeExpertsUnused", series(None), 9 * 24 * 60, every_s=3600)
+    assert at is not None and 7 * 86_400 <= at <= 7 * 86_400 + 2 * 3600  # unused from the first hour, then a week
+    (rule, inst), = [(r, i) for r, i in engine.active() if r.name == "MoeExpertsUnused"]
+    assert inst.labels["severity"] == "info" and inst.labels["notice"] == "weekly" and inst.value == 0.25
+    assert first_firing(groups, "MoeExpertsUnused", series(5.0), 9 * 24 * 60, every_s=3600)[0] is None

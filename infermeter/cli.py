@@ -10,21 +10,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TextIO
 
-from infermeter.config_file import ConfigError, load_settings
-from infermeter.settings import Settings
+from infermeter.config_file import ConfigError, load_settings, settings_or_report
 from store.durations import format_duration, parse_duration_ms
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
-
-
-def _settings_or_exit(config: str | None, err: TextIO) -> Settings | None:
-    try:
-        settings, _ = load_settings(config)
-        return settings
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(problem, file=err)
-        return None
 
 
 def cmd_check_config(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -43,7 +32,7 @@ def cmd_db_upgrade(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from infermeter import db
     from store.engine import create_store_engine
 
-    settings = _settings_or_exit(args.config, err)
+    settings = settings_or_report(args.config, err)
     if settings is None:
         return EXIT_INVALID
     engine = create_store_engine(settings.store.url, sqlite_synchronous=settings.store.sqlite_synchronous)
@@ -73,7 +62,7 @@ def cmd_up(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from infermeter.api import create_app
     from infermeter.runtime import build_runtime
 
-    settings = _settings_or_exit(args.config, err)
+    settings = settings_or_report(args.config, err)
     if settings is None:
         print("refusing to start: the config is invalid", file=err)
         return EXIT_INVALID
@@ -105,7 +94,7 @@ def cmd_agent(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from infermeter.agent import build_agent, create_agent_app, tune_malloc
 
     tune_malloc()  # before any thread starts
-    settings = _settings_or_exit(args.config, err)
+    settings = settings_or_report(args.config, err)
     if settings is None:
         print("refusing to start: the config is invalid", file=err)
         return EXIT_INVALID
@@ -132,7 +121,7 @@ def cmd_query(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from store.reader import RangeQuery
     from store.series_index import Matcher, Selector
 
-    settings = _settings_or_exit(args.config, err)
+    settings = settings_or_report(args.config, err)
     if settings is None:
         return EXIT_INVALID
     try:

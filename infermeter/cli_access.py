@@ -23,24 +23,23 @@ from store.durations import parse_duration_ms
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 
+def cli_actor() -> Actor:
+    """Who a local command acts as: the OS user, with the admin role (they hold the database)."""
+    return Actor(Principal(f"cli:{getpass.getuser()}", Role.ADMIN, "cli"), "cli")
+
+
 def _when(ms: int | None) -> str:
     return "-" if ms is None else datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 @contextmanager
 def _opened(config: str | None) -> Iterator[tuple[TokenStore, AuditLog, Actor]]:
-    from infermeter import db
-    from store.engine import create_store_engine
+    from infermeter.cli_store import migrated
 
     settings, _ = load_settings(config)
-    engine = create_store_engine(settings.store.url)
-    try:
-        db.upgrade(engine)
+    with migrated(settings) as engine:
         clock = SystemClock()
-        actor = Actor(Principal(f"cli:{getpass.getuser()}", Role.ADMIN, "cli"), "cli")
-        yield TokenStore(engine, clock, lambda: []), AuditLog(engine, clock), actor
-    finally:
-        engine.dispose()
+        yield TokenStore(engine, clock, lambda: []), AuditLog(engine, clock), cli_actor()
 
 
 def _row(record: TokenRecord) -> str:

@@ -8,7 +8,7 @@ import json
 from typing import TextIO
 
 from cost.prices import PriceBook
-from infermeter.config_file import ConfigError, load_settings
+from infermeter.config_file import settings_or_report
 from infermeter.evaluate import Candidate, Sla, evaluate_sync, render
 from store.clock import Clock, SystemClock
 from store.durations import parse_duration_ms
@@ -21,8 +21,10 @@ def cmd_evaluate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from worker.loadgen.workload import LengthDist
 
     clock: Clock = getattr(args, "clock", None) or SystemClock()
+    settings = settings_or_report(args.config, err)
+    if settings is None:
+        return EXIT_FAIL
     try:
-        settings, _ = load_settings(args.config)
         candidates = [Candidate.parse(text) for text in args.endpoint]
         if len({c.name for c in candidates}) != len(candidates):
             raise ValueError("--endpoint: two candidates share a name (give name=...)")
@@ -33,10 +35,6 @@ def cmd_evaluate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             prompt=LengthDist.parse(args.prompt_tokens), output=LengthDist.parse(args.output_tokens), seed=args.seed,
             warmup=args.warmup, timeout_s=args.timeout, failure_backoff_s=0.5,
         )
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(problem, file=err)
-        return EXIT_FAIL
     except ValueError as exc:
         print(f"evaluate: {exc}", file=err)
         return EXIT_USAGE

@@ -4,20 +4,16 @@ changed when, and put the windows before and after a change side by side."""
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TextIO
 
 import numpy as np
 
-from access.audit import Actor, AuditLog
-from access.principal import Principal, Role
+from access.audit import AuditLog
 from infermeter.api.params import BadParam, parse_time_ms
-from infermeter.config_file import ConfigError, load_settings
-from infermeter.settings import Settings
+from infermeter.cli_access import cli_actor
+from infermeter.config_file import settings_or_report
 from releases.markers import Marker, MarkerError, MarkerStore
 from store.clock import Clock, SystemClock
 from store.durations import parse_duration_ms
@@ -33,25 +29,16 @@ def row(m: Marker) -> str:
     return f"{m.id:>5}  {_when(m.at_ms)}  {m.describe()}  (by {m.actor})"
 
 
-@contextmanager
-def _markers(settings: Settings, clock: Clock) -> Iterator[tuple[MarkerStore, AuditLog]]:
-    from infermeter import db
-    from store.engine import create_store_engine
-
-    engine = create_store_engine(settings.store.url)
-    try:
-        db.upgrade(engine)
-        yield MarkerStore(engine, clock), AuditLog(engine, clock)
-    finally:
-        engine.dispose()
-
-
 def cmd_mark(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from infermeter.cli_store import migrated
+
     clock: Clock = getattr(args, "clock", None) or SystemClock()
+    settings = settings_or_report(args.config, err)
+    if settings is None:
+        return EXIT_INVALID
     try:
-        settings, _ = load_settings(args.config)
-        with _markers(settings, clock) as (markers, audit):
-            actor = Actor(Principal(f"cli:{getpass.getuser()}", Role.ADMIN, "cli"), "cli")
+        with migrated(settings) as engine:
+            markers, audit, actor = MarkerStore(engine, clock), AuditLog(engine, clock), cli_actor()
             now = clock.now_ms()
             if args.mark_command == "list":
                 since = now - parse_duration_ms(args.since)
@@ -72,10 +59,6 @@ def cmd_mark(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             audit.record(actor, "event.create", f"events/{m.id}", None, m.to_json())
             print(row(m), file=out)
             return EXIT_OK
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(problem, file=err)
-        return EXIT_INVALID
     except (MarkerError, BadParam, ValueError) as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
@@ -86,15 +69,13 @@ def cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from releases.windows import Windows, compare_windows, table_lines
 
     clock: Clock = getattr(args, "clock", None) or SystemClock()
+    settings = settings_or_report(args.config, err)
+    if settings is None:
+        return EXIT_INVALID
     try:
-        settings, _ = load_settings(args.config)
         window, settle = parse_duration_ms(args.window), parse_duration_ms(args.settle)
         step = parse_duration_ms(args.step)
         side = open_read_only(settings, clock)
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(problem, file=err)
-        return EXIT_INVALID
     except SchemaBehind as exc:
         print(f"error: {exc}", file=err)
         return EXIT_INVALID

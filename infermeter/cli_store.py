@@ -81,3 +81,14 @@ def ledger_for(side: ReadSide, settings: Settings, clock: Clock) -> CostLedger:
     those changed through the API (writes no series)."""
     book = PriceBook(apply_changes(settings.cost, CostChanges(side.engine, clock).all()))
     return CostLedger(side.engine, CostCalculator(side.reader, book, socket.gethostname()), book, clock)
+
+
+@contextmanager
+def migrated(settings: Settings) -> Iterator[Engine]:
+    """The configured database, migrated to head, for commands that write (tokens, markers)."""
+    engine = create_store_engine(settings.store.url)
+    try:
+        db.upgrade(engine)
+        yield engine
+    finally:
+        engine.dispose()

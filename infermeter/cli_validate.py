@@ -10,7 +10,7 @@ import socket
 from typing import TextIO
 from urllib.parse import urlsplit
 
-from infermeter.config_file import ConfigError, load_settings
+from infermeter.config_file import settings_or_report
 from infermeter.validate import Options, Result, function_phase, performance_phase
 from store.clock import Clock, SystemClock
 from store.durations import parse_duration_ms
@@ -42,8 +42,10 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from worker.loadgen.traces import read_trace
 
     clock: Clock = getattr(args, "clock", None) or SystemClock()
+    settings = settings_or_report(args.config, err)
+    if settings is None:
+        return EXIT_FAIL
     try:
-        settings, _ = load_settings(args.config)
         t = settings.alerts.thresholds
         opts = Options(
             url=args.url.rstrip("/"), endpoint=args.endpoint, models=tuple(args.model or ()), requests=args.requests,
@@ -56,10 +58,6 @@ def cmd_validate(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         )
         if args.min_utilization is not None:
             t = t.model_copy(update={"utilization_target": args.min_utilization})
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(problem, file=err)
-        return EXIT_FAIL
     except (OSError, ValueError) as exc:
         print(f"validate: {exc}", file=err)
         return EXIT_USAGE

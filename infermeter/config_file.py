@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 from pydantic import ValidationError
@@ -152,3 +152,14 @@ def load_settings(explicit: str | None = None, environ: Mapping[str, str] | None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([ConfigProblem(str(path), 0, "(file)", f"cannot read: {exc}")]) from exc
     return parse_config_text(text, str(path), environ), str(path)
+
+
+def settings_or_report(config: str | None, err: TextIO) -> Settings | None:
+    """The settings of a one-shot command; None after printing every problem (file:line: field)."""
+    try:
+        settings, _ = load_settings(config)
+        return settings
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=err)
+        return None

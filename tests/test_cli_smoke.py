@@ -303,6 +303,12 @@ def smoke_mark_and_compare(s: SmallStore) -> None:
     assert _cli(s.config, "compare", "--at", "now-10m").returncode == 1  # the after window is not over yet
     assert _ok(_cli(s.config, "mark", "delete", marker_id)).strip() == f"marker {marker_id} deleted"
     assert _cli(s.config, "mark", "delete", marker_id).returncode == 1
+    bad = s.root / "bad.yaml"
+    bad.write_text("store:\n  url: 42\nserver:\n  port: 70000\n")
+    for argv in (("mark", "list"), ("compare", "--at", "now-2h"), ("evaluate", "--endpoint", "url=x,gpu=H100"),
+                 ("validate", "--url", "http://127.0.0.1:9")):
+        refused = _cli(bad, *argv)
+        assert refused.returncode == 1 and "server.port" in refused.stderr, argv  # the config's problem, named
 
 
 SMOKE: dict[str, Callable[[SmallStore], None]] = {

@@ -20,9 +20,8 @@ from typing import Any, TextIO
 from access.audit import AuditLog
 from infermeter.validations import EvaluationStore
 from releases.markers import MarkerStore
-from reports.changes import AuditChanges
 from reports.model import SpendForecast
-from reports.software import RecordedEvents, StoredEvaluations, VersionHistory
+from reports.side_lists import AuditChanges, RecordedEvents, StoredEvaluations, VersionHistory
 from store.clock import Clock
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2

@@ -10,10 +10,9 @@ from infermeter.api.deps import PrincipalDep, RuntimeDep
 from infermeter.validations import EvaluationStore
 from reports.anomalies import AlertHistoryAnomalies
 from reports.api import create_report_router
-from reports.changes import AuditChanges
 from reports.forecast import rest_of_period
 from reports.model import ReportSources, SpendForecast
-from reports.software import RecordedEvents, StoredEvaluations, VersionHistory
+from reports.side_lists import AuditChanges, RecordedEvents, StoredEvaluations, VersionHistory
 
 
 def report_sources(runtime: RuntimeDep, _auth: PrincipalDep) -> ReportSources:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from drift.table import changes, column_of, drift_table, history, latest, node_of
 from infermeter import db
+from reports.side_lists import VersionHistory
 from store import ManualClock, Reader, StoreOptions, TimeSeriesStore, create_store_engine
 from store.types import Sample, SampleBatch, SeriesKey
 
@@ -44,6 +45,7 @@ def test_history_latest_table_and_changes(tmp_path: Path) -> None:
     store = _store(tmp_path / "s.db", samples, clock)
     try:
         spans = history(Reader(store), T0, T0 + 59 * MIN)
+        lines = VersionHistory(Reader(store))(T0, T0 + 59 * MIN)  # the report's software section
     finally:
         store.close(flush=False)
     upgraded = [s for s in spans if s.node == "n2" and s.column == "nccl"]
@@ -58,6 +60,10 @@ def test_history_latest_table_and_changes(tmp_path: Path) -> None:
     # the driver of n3 is odd; n2's newer NCCL is odd too (one of three) -- what the rule names
     assert table.odd == {("", "n3", "driver"), ("", "n2", "nccl")}
     assert table.intended[("", "driver")] == "550.54.15"
+    odd = {(v.node, v.component, v.value) for v in lines if v.odd}
+    assert odd == {("n3", "driver", "535.104.05"), ("n2", "nccl", "2.23.4")}
+    assert [(v.node, v.value, v.replaced) for v in lines if v.replaced] == [("n2", "2.23.4", "2.21.5")]
+    assert not any(v.odd for v in lines if v.value == "2.21.5" and v.node == "n2")  # the old value, gone
 
 
 def test_node_and_column_of_labels() -> None:

@@ -53,7 +53,7 @@ EVALUATIONS = [EvaluationLine(NOW - 7_200_000, 1, "batched-h100", "H100", 1, "on
                               "met")]
 EVENTS = [EventLine(NOW - 5_400_000, "deploy", "llama", "v2", "", "new weights", "operator-1"),
           EventLine(NOW - 3_600_000, "config", "", "", "n2", "max_batch_size 64", "cli:ops")]
-SOFTWARE = [  # what reports.software.VersionHistory reads from the store (tested in tests/drift)
+SOFTWARE = [  # what reports.side_lists.VersionHistory reads from the store (tested in tests/drift)
     SoftwareLine("n1", "", "driver", "550.54.15", NOW - 7_200_000, NOW, False, ""),
     SoftwareLine("n2", "", "driver", "535.104.05", NOW - 7_200_000, NOW, True, ""),
     SoftwareLine("n1", "", "nccl", "2.21.5", NOW - 7_200_000, NOW - 3_600_000, False, ""),

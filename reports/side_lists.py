@@ -1,17 +1,37 @@
-"""The report's versions and settings per node, read from the info series (see :mod:`drift.table`)."""
+"""The report's side lists, each read from where it lives: the audit log's changes, the versions
+and settings per node (the info series, see :mod:`drift.table`), the deploy and config markers,
+and the stored ``infermeter evaluate`` runs. Each is a callable ``(start_ms, end_ms) -> lines``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from access.audit import AuditLog
 from drift.table import changes, drift_table, history, latest
 from releases.markers import MarkerStore
-from reports.model import EvaluationLine, EventLine, SoftwareLine
+from reports.model import ChangeLine, EvaluationLine, EventLine, SoftwareLine
 from store.interfaces import SeriesReader
+
+MAX_CHANGES = 10_000
+
+
+class AuditChanges:
+    """Every change of the period from the audit log, oldest first."""
+
+    def __init__(self, audit: AuditLog) -> None:
+        self.audit = audit
+
+    def __call__(self, start_ms: int, end_ms: int) -> list[ChangeLine]:
+        entries = self.audit.entries(since_ms=start_ms, until_ms=end_ms, limit=MAX_CHANGES)
+        return [ChangeLine(e["at_ms"], e["action"], e["object"], e["actor"], e["role"], e["address"])
+                for e in reversed(entries)]
 
 
 class VersionHistory:
+    """Every version and watched setting per node in the period: odd where it differs from most
+    nodes at the end, and what it replaced on its node."""
+
     def __init__(self, reader: SeriesReader) -> None:
         self.reader = reader
 

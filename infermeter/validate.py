@@ -156,7 +156,7 @@ async def function_phase(opts: Options, result: Result) -> None:
                 counts["server"] += 1
                 result.failures.append(Failure(rid, f"transport: {type(exc).__name__}: {exc}"[:200]))
                 return
-        if response.status_code >= 500 or response.status_code != 200:
+        if response.status_code != 200:
             counts["server" if response.status_code >= 500 else "malformed"] += 1
             result.failures.append(Failure(rid, f"HTTP {response.status_code}: {response.text[:120]}"))
             return

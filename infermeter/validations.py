@@ -22,7 +22,7 @@ from cost.prices import CostSettings
 from infermeter.validate import Check, Result
 from moe.balance import layer_balance
 from promql import SampleSource, Vector, context_at, first_value, parse
-from releases.validation_schema import evaluations, validations
+from releases.schema import evaluations, validations
 
 
 def _value(source: SampleSource, expr: str, at_ms: int) -> float:

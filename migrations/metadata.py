@@ -11,7 +11,6 @@ from cost.schema import metadata as cost_metadata
 from forecast.schema import metadata as forecast_metadata
 from ha.schema import metadata as ha_metadata
 from releases.schema import metadata as releases_metadata
-from releases.validation_schema import validations as _validations  # noqa: F401  (registers the tables)
 from store.schema import metadata as store_metadata
 
 ALL_METADATA: list[MetaData] = [store_metadata, notify_metadata, alerts_metadata, forecast_metadata, ha_metadata,

@@ -1,5 +1,7 @@
-"""The markers table (migrations/versions/0007_events.py): deploys and config changes, drawn on
-the dashboard's time charts, listed in reports and compared before/after by ``compare``."""
+"""The release procedures' tables: the markers (migrations/versions/0007_events.py: deploys and
+config changes, drawn on the dashboard's time charts, listed in reports, compared before/after by
+``compare``), and the runs of ``infermeter validate`` (verdict and whole result as JSON) and of
+``infermeter evaluate`` (ranked candidates as JSON, drawn in the finance report), 0008."""
 
 from __future__ import annotations
 
@@ -21,4 +23,25 @@ events = sa.Table(
     sa.Column("actor", sa.String(255), nullable=False),
     sa.Column("created_ms", sa.BigInteger(), nullable=False),
     sa.Index("ix_events_at_ms", "at_ms"),
+)
+
+validations = sa.Table(
+    "validations",
+    metadata,
+    sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
+    sa.Column("at_ms", sa.BigInteger(), nullable=False),
+    sa.Column("url", sa.String(512), nullable=False),
+    sa.Column("model", sa.String(255), nullable=False),
+    sa.Column("verdict", sa.String(32), nullable=False),
+    sa.Column("result", sa.Text(), nullable=False),
+    sa.Index("ix_validations_at_ms", "at_ms"),
+)
+
+evaluations = sa.Table(
+    "evaluations",
+    metadata,
+    sa.Column("id", sa.Integer(), primary_key=True, autoincrement=True),
+    sa.Column("at_ms", sa.BigInteger(), nullable=False),
+    sa.Column("result", sa.Text(), nullable=False),
+    sa.Index("ix_evaluations_at_ms", "at_ms"),
 )

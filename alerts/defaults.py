@@ -11,11 +11,10 @@ from typing import Any
 
 import yaml
 
+from alerts import drift_rules, moe_rules
 from alerts.rulefile import RuleGroup, load_rule_text
 from alerts.runbooks import RUNBOOKS
 from alerts.thresholds import Thresholds
-from drift import rules as drift_rules
-from moe import rules as moe_rules
 
 DEFAULT_PACK_FILE = "<default rules>"
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from collector.nccl.software import DEFAULT_WATCHED
+# NCCL / PyTorch settings compared across the nodes of a group by default (seed 000 §4.2, 004 §6).
+DEFAULT_WATCHED = (
+    "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_TOPO_FILE", "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE",
+    "NCCL_NET_GDR_LEVEL", "TORCH_NCCL_BLOCKING_WAIT", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+)
 
 
 class Thresholds(BaseModel):

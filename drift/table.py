@@ -5,7 +5,7 @@ Used by the dashboard's Drift page and the finance report's ``software`` section
 series' ``node`` label (fleet agents add it), else ``host`` (NVML, NCCL logs), else the host part
 of ``instance`` (an engine's endpoint), so an engine's version lands on the row of the machine
 that runs it. The value a column's nodes mostly share is the intended one (the rule's choice,
-see :mod:`drift.rules`); the others are odd. Per cluster label when there is one.
+see :mod:`alerts.drift_rules`); the others are odd. Per cluster label when there is one.
 """
 
 from __future__ import annotations

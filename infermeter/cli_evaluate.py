@@ -67,7 +67,7 @@ def _store(settings: object, now_ms: int, result: object, err: TextIO) -> int | 
     from infermeter import db
     from infermeter.evaluate import Evaluation, summary_rows
     from infermeter.settings import Settings
-    from infermeter.validations import EvaluationStore
+    from releases.runs import EvaluationStore
     from store.engine import create_store_engine
 
     assert isinstance(settings, Settings) and isinstance(result, Evaluation)

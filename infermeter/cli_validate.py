@@ -87,7 +87,8 @@ def _fleet_and_store(args: argparse.Namespace, settings: object, clock: Clock, r
     """The fleet phase from the store, and the run kept in the database (None: not stored)."""
     from infermeter.cli_store import SchemaBehind, open_read_only
     from infermeter.settings import Settings
-    from infermeter.validations import ValidationStore, fleet_phase
+    from infermeter.validations import fleet_phase
+    from releases.runs import ValidationStore
 
     assert isinstance(settings, Settings)
     try:
@@ -102,7 +103,7 @@ def _fleet_and_store(args: argparse.Namespace, settings: object, clock: Clock, r
             print(f"validate: --baseline: no validation {args.baseline}; the cost check has no baseline", file=err)
         fleet_phase(side.source, result, hosts_of(result.url), thresholds, settings.cost,  # type: ignore[arg-type]
                     baseline, args.moe_expected)
-        return None if args.no_store else history.add(result)
+        return None if args.no_store else history.add(result.to_json())
     finally:
         side.close()
 

@@ -16,7 +16,6 @@ from urllib.parse import urlsplit
 import httpx
 
 from collector.manager import SourceFactory
-from collector.nccl.software import DEFAULT_WATCHED
 from collector.nccl.source import NcclLogSource
 from collector.nvml import NvmlGpuSource
 from collector.nvml.attribution import EngineTarget, ProcessTable
@@ -149,7 +148,7 @@ def source_factories(
     def nccl(spec: TargetSpec) -> Source:
         options = dict(spec.options)
         return NcclLogSource(json.loads(options["paths"]), options["state_file"], clock, host=spec.instance,
-                             watched=json.loads(options.get("watched", "[]")) or DEFAULT_WATCHED)
+                             watched=json.loads(options.get("watched", "[]")))
 
     def nvml(spec: TargetSpec) -> Source:
         options = dict(spec.options)

@@ -4,7 +4,8 @@ Fleet checks use the same series the dashboards and rules do: ``gpu_utilization_
 ``gpu_memory_used_bytes`` of the hosts serving the endpoint, the live
 ``infermeter_cost_per_million_tokens_dollars`` of the model (or the fleet), and
 ``moe_expert_tokens_total`` of the model. A run's result is stored whole; the cost check compares
-with the last *passed* run of the same URL and model (its baseline) and with the per-token budget.
+with the last *passed* run of the same URL and model (its baseline, kept by :mod:`releases.runs`) and
+with the per-token budget.
 """
 
 from __future__ import annotations
@@ -14,15 +15,11 @@ import math
 import re
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy.engine import Engine
-
 from alerts.thresholds import Thresholds
 from cost.prices import CostSettings
 from infermeter.validate import Check, Result
 from moe.balance import layer_balance
 from promql import SampleSource, Vector, context_at, first_value, parse
-from releases.schema import evaluations, validations
 
 
 def _value(source: SampleSource, expr: str, at_ms: int) -> float:
@@ -113,56 +110,3 @@ def _moe(source: SampleSource, result: Result, window: str, t: Thresholds, expec
     result.checks.append(Check(name, "pass" if worst <= t.moe_js_divergence else "fail",
                                f"JS {worst:.3f} bits (layer {worst_layer}, worst of {len(layers)})",
                                f"≤ {t.moe_js_divergence:g} bits from {target}"))
-
-
-class ValidationStore:
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-
-    def add(self, result: Result) -> int:
-        row = {"at_ms": result.started_ms, "url": result.url[:512], "model": result.model[:255],
-               "verdict": result.verdict, "result": json.dumps(result.to_json(), default=str)}
-        with self.engine.begin() as conn:
-            return int(conn.execute(sa.insert(validations).values(**row).returning(validations.c.id)).scalar_one())
-
-    def recent(self, limit: int = 50) -> list[dict[str, Any]]:
-        query = sa.select(validations).order_by(validations.c.id.desc()).limit(limit)
-        with self.engine.connect() as conn:
-            rows = conn.execute(query).mappings().all()
-        return [{"id": r["id"], **json.loads(r["result"])} for r in rows]
-
-    def get(self, validation_id: int) -> dict[str, Any] | None:
-        with self.engine.connect() as conn:
-            row = conn.execute(sa.select(validations).where(validations.c.id == validation_id)).mappings().first()
-        return {"id": row["id"], **json.loads(row["result"])} if row else None
-
-    def baseline(self, url: str, model: str, before_id: int | None = None) -> dict[str, Any] | None:
-        """The newest passed run of this URL and model (the cost baseline)."""
-        query = (sa.select(validations).where(validations.c.url == url[:512], validations.c.model == model[:255],
-                                              validations.c.verdict == "pass")
-                 .order_by(validations.c.id.desc()).limit(1))
-        if before_id is not None:
-            query = query.where(validations.c.id < before_id)
-        with self.engine.connect() as conn:
-            row = conn.execute(query).mappings().first()
-        return {"id": row["id"], **json.loads(row["result"])} if row else None
-
-
-class EvaluationStore:
-    """``infermeter evaluate`` runs: their ranked rows (:func:`infermeter.evaluate.summary_rows`)."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-
-    def add(self, at_ms: int, rows: list[dict[str, Any]], notes: list[str]) -> int:
-        text = json.dumps({"rows": rows, "notes": notes}, default=str)
-        with self.engine.begin() as conn:
-            return int(conn.execute(sa.insert(evaluations).values(at_ms=at_ms, result=text)
-                                    .returning(evaluations.c.id)).scalar_one())
-
-    def between(self, start_ms: int, end_ms: int) -> list[tuple[int, int, dict[str, Any]]]:
-        """(id, at_ms, {"rows", "notes"}) in [start, end), oldest first."""
-        query = (sa.select(evaluations).where(evaluations.c.at_ms >= start_ms, evaluations.c.at_ms < end_ms)
-                 .order_by(evaluations.c.at_ms, evaluations.c.id))
-        with self.engine.connect() as conn:
-            return [(int(r["id"]), int(r["at_ms"]), json.loads(r["result"])) for r in conn.execute(query).mappings()]

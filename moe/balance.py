@@ -15,7 +15,7 @@ the README's "MoE expert routing" section for the sources):
   distribution, uniform unless one is given: the acceptance check's "activation frequencies as
   expected".
 
-The same figures are produced as recording rules (:mod:`moe.rules`) so that Prometheus or vmalert
+The same figures are produced as recording rules (:mod:`alerts.moe_rules`) so that Prometheus or vmalert
 compute them identically from ``moe_expert_tokens_total``; this module is what the dashboard, the
 report and the tests use on numbers already read.
 """
@@ -88,12 +88,3 @@ def layer_balance(loads: Sequence[float], expected: Sequence[float] | None = Non
         diversity=math.exp(entropy) / n,
         js_divergence=js_divergence(p, expected if expected is not None else [1.0] * n),
     )
-
-
-def zipf_shares(experts: int, skew: float) -> list[float]:
-    """Routing shares ``∝ (rank + 1) ** -skew``: uniform at 0, one favoured expert as it grows.
-
-    The worker's MoE mode routes by these (its skew knob), and the tests compare what was
-    collected with them."""
-    weights = [(i + 1) ** -skew for i in range(experts)]
-    return shares(weights)

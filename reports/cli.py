@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from access.audit import AuditLog
-from infermeter.validations import EvaluationStore
 from releases.markers import MarkerStore
+from releases.runs import EvaluationStore
 from reports.model import SpendForecast
 from reports.side_lists import AuditChanges, RecordedEvents, StoredEvaluations, VersionHistory
 from store.clock import Clock

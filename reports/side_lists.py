@@ -60,7 +60,7 @@ class StoredEvaluations:
     """The ``infermeter evaluate`` runs of the period, each run's candidates in rank order."""
 
     def __init__(self, read: Callable[[int, int], list[tuple[int, int, dict[str, Any]]]]) -> None:
-        self.read = read  # infermeter.validations.EvaluationStore.between
+        self.read = read  # releases.runs.EvaluationStore.between
 
     def __call__(self, start_ms: int, end_ms: int) -> list[EvaluationLine]:
         out = []

@@ -283,10 +283,15 @@ def create_app(
 
     @app.get("/version")
     async def version() -> JSONResponse:
-        """vLLM's ``/version``, naming this engine, so collectors learn what runs here."""
-        from infermeter import __version__
+        """vLLM's ``/version``, naming this engine, so collectors learn what runs here (the installed
+        distribution's version: the worker imports nothing of the service's)."""
+        import importlib.metadata
 
-        return JSONResponse({"version": __version__, "engine": "infermeter-worker"})
+        try:
+            version = importlib.metadata.version("infermeter")
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown"
+        return JSONResponse({"version": version, "engine": "infermeter-worker"})
 
     @app.get("/v1/models")
     async def models() -> JSONResponse:

@@ -5,7 +5,7 @@ units split into ``experts`` equal slices (the "MoEfication" of a dense model); 
 the slices its router picks, as a token of a sparse MoE model runs only its experts. The router is
 a per-layer linear map of the normalised hidden state plus a fixed bias ``ln(share)`` and Gumbel
 noise (noisy top-k gating): with ``skew`` 0 the experts are picked evenly, with a larger skew the
-low-numbered experts are favoured by :func:`moe.balance.zipf_shares`, which is how the tests
+low-numbered experts are favoured by :func:`zipf_shares`, which is how the tests
 produce a known imbalance. Counts are kept per layer and expert on the host and exported as
 ``moe_expert_tokens_total{layer,expert}``: tokens routed, each token counted once per expert it
 went to (``top_k`` per token and layer), as engines count them.
@@ -18,10 +18,17 @@ import threading
 
 import torch
 
-from moe.balance import zipf_shares
-
 Tensor = torch.Tensor
 _ROUTER_SCALE = 0.1  # the content-dependent part of the logits stays small next to the bias
+
+
+def zipf_shares(experts: int, skew: float) -> list[float]:
+    """Routing shares ``∝ (rank + 1) ** -skew``: uniform at 0, one favoured expert as it grows (the
+    worker imports nothing of ours, so this lives here; the tests check what is collected
+    against it with :mod:`moe.balance`)."""
+    weights = [(i + 1) ** -skew for i in range(experts)]
+    total = sum(weights)
+    return [w / total for w in weights]
 
 
 class ExpertRouter:

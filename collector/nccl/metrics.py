@@ -75,7 +75,7 @@ from collector.nccl.inspector import InspectorPerf
 from collector.nccl.lines import Event
 from collector.nccl.nccl_tests import PerfAverage, PerfHeader, PerfRank, PerfRow, PerfStart
 from collector.nccl.records import FileContext, TestsRun, TimeoutRecord
-from collector.nccl.software import DEFAULT_WATCHED, SoftwareTable, plain_nccl_version
+from collector.nccl.software import SoftwareTable, plain_nccl_version
 from collector.nccl.watchdog import DesyncHeader, LaggingRanks, WatchdogTimeout
 from store.types import Sample, SeriesKey
 
@@ -96,7 +96,7 @@ def _key_json(key: SeriesKey, value: float) -> list[Any]:
 
 
 class NcclAggregator:
-    def __init__(self, max_series: int = 20_000, host: str = "", watched: tuple[str, ...] = DEFAULT_WATCHED) -> None:
+    def __init__(self, max_series: int = 20_000, host: str = "", watched: tuple[str, ...] = ()) -> None:
         self.max_series = max_series
         self.host = host  # this collector's host: lines that name none are from here
         self.software = SoftwareTable(watched)
@@ -305,7 +305,7 @@ class NcclAggregator:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], max_series: int = 20_000, host: str = "",
-                  watched: tuple[str, ...] = DEFAULT_WATCHED) -> NcclAggregator:
+                  watched: tuple[str, ...] = ()) -> NcclAggregator:
         """Raises ``KeyError``/``TypeError``/``ValueError`` on a malformed document."""
         agg = cls(max_series, host, watched)
         agg.software = SoftwareTable.from_json(data.get("software"), watched)

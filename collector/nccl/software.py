@@ -9,7 +9,8 @@ Series (``host`` is the host the log lines name, else the collector's own)::
 
 Only the latest value per (host, component) and (host, name) is kept, so an upgrade replaces the
 old version's series (the store keeps its history) instead of reading as drift within one host.
-For each *watched* name a host that initialised NCCL (or reported PyTorch's settings) but never
+For each *watched* name (the composition root passes the rule pack's list,
+``alerts.thresholds.drift_nccl_settings``; none by default) a host that initialised NCCL (or reported PyTorch's settings) but never
 showed the name gets ``value="unset"``: a node missing a setting its peers have is exactly what
 the drift rule must name. NCCL prints only what the environment sets; PyTorch prints every value.
 """
@@ -24,10 +25,6 @@ from store.types import Sample, SeriesKey
 INFO = "node_software_info"
 ENV_INFO = "nccl_env_info"
 UNSET = "unset"
-DEFAULT_WATCHED = (
-    "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_TOPO_FILE", "NCCL_IB_DISABLE", "NCCL_P2P_DISABLE",
-    "NCCL_NET_GDR_LEVEL", "TORCH_NCCL_BLOCKING_WAIT", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-)
 _CAP = 4096  # hosts x names remembered; beyond it new ones are ignored
 
 
@@ -38,7 +35,7 @@ def plain_nccl_version(version: str) -> str:
 
 @dataclass
 class SoftwareTable:
-    watched: tuple[str, ...] = DEFAULT_WATCHED
+    watched: tuple[str, ...] = ()
     versions: dict[tuple[str, str], str] = field(default_factory=dict)  # (host, component) -> version
     env: dict[tuple[str, str], str] = field(default_factory=dict)  # (host, name) -> value
     nccl_hosts: set[str] = field(default_factory=set)  # hosts whose NCCL was seen initialising
@@ -76,7 +73,7 @@ class SoftwareTable:
                 "nccl_hosts": sorted(self.nccl_hosts), "torch_hosts": sorted(self.torch_hosts)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None, watched: tuple[str, ...] = DEFAULT_WATCHED) -> SoftwareTable:
+    def from_json(cls, data: dict[str, Any] | None, watched: tuple[str, ...] = ()) -> SoftwareTable:
         table = cls(watched)
         if not data:
             return table

@@ -33,7 +33,6 @@ from collector.nccl.follower import FileState, Follower, Line, Opener, expand, o
 from collector.nccl.lines import parse_any
 from collector.nccl.metrics import NcclAggregator
 from collector.nccl.nccl_tests import op_from_name
-from collector.nccl.software import DEFAULT_WATCHED
 from collector.source import Health, ScrapeResult
 from store.clock import Clock
 from store.types import Sample, SampleBatch
@@ -54,7 +53,7 @@ class NcclLogSource:
         max_series: int = 20_000,
         opener: Opener = open_binary,
         host: str = "",
-        watched: Sequence[str] = DEFAULT_WATCHED,
+        watched: Sequence[str] = (),
     ) -> None:
         self.globs = list(globs)
         self.state_path = Path(state_path)

@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from infermeter.api.deps import ActorDep, RuntimeDep
 from infermeter.api.params import parse_time_ms, positive_duration_ms
 from releases.markers import KINDS, MarkerError
+from releases.runs import ValidationStore
 from releases.windows import Windows, compare_windows
 
 router = APIRouter(prefix="/api/v1", tags=["events"])
@@ -108,7 +109,5 @@ async def compare(
 async def list_validations(runtime: RuntimeDep, limit: int = Query(50, ge=1, le=1000)) -> dict[str, Any]:
     """The acceptance check's runs (``infermeter validate``), newest first, each whole: verdict, every
     check with what it measured, the failed requests, the load phase's figures."""
-    from infermeter.validations import ValidationStore
-
     found = await run_in_threadpool(ValidationStore(runtime.engine).recent, limit)
     return {"status": "success", "data": found}

@@ -7,7 +7,7 @@ from fastapi import APIRouter, HTTPException
 
 from forecast.ids import SeriesId
 from infermeter.api.deps import PrincipalDep, RuntimeDep
-from infermeter.validations import EvaluationStore
+from releases.runs import EvaluationStore
 from reports.anomalies import AlertHistoryAnomalies
 from reports.api import create_report_router
 from reports.forecast import rest_of_period

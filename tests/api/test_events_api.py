@@ -69,13 +69,13 @@ def test_record_list_compare_and_delete(served: tuple[str, Runtime, dict[str, st
 
 def test_validations_history(served: tuple[str, Runtime, dict[str, str]]) -> None:
     from infermeter.validate import Check, Result
-    from infermeter.validations import ValidationStore
+    from releases.runs import ValidationStore
 
     base, runtime, secrets = served
     history = ValidationStore(runtime.engine)
     first = Result("http://w:8000", "m", T0, T0 + MIN, [Check("function: tokens within max_tokens", "pass", "0", "0")])
     second = Result("http://w:8000", "m", T0 + 2 * MIN, T0 + 3 * MIN, [Check("performance: TTFT P99", "fail", "3 s", "≤ 2 s")])
-    ids = [history.add(first), history.add(second)]
+    ids = [history.add(first.to_json()), history.add(second.to_json())]
     assert history.baseline("http://w:8000", "m")["id"] == ids[0]  # type: ignore[index]  # the last *passed* run
     got = httpx.get(f"{base}/api/v1/validations", headers=_auth(secrets["viewer"])).json()["data"]
     assert [(v["id"], v["verdict"]) for v in got] == [(ids[1], "fail"), (ids[0], "pass")]

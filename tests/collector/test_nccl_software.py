@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from alerts.thresholds import DEFAULT_WATCHED
 from collector.nccl import NcclLogSource
 from collector.nccl.debug_lines import EnvSetting, parse_line
 from collector.nccl.engine_lines import EplbStep, TorchNcclEnvironment
@@ -67,10 +68,13 @@ def test_latest_per_host_survives_a_restart_and_an_upgrade(tmp_path: Path) -> No
     logs.mkdir()
     (logs / "r0.log").write_text(nccl_log("node-a", 0))
     state = tmp_path / "state.json"
-    first = _software(NcclLogSource([str(logs / "*.log")], state, ManualClock(1_000), host="node-a"), 1_000)
+    first = _software(NcclLogSource([str(logs / "*.log")], state, ManualClock(1_000), host="node-a",
+                                    watched=DEFAULT_WATCHED), 1_000)
     assert first[("node_software_info", "nccl", "2.21.5")] == 1.0
     assert first[("nccl_env_info", "NCCL_IB_HCA", "unset")] == 1.0  # watched, never set on this host
-    restarted = NcclLogSource([str(logs / "*.log")], state, ManualClock(2_000), host="node-a")
+    unwatched = NcclLogSource([str(logs / "*.log")], tmp_path / "other.json", ManualClock(1_000), host="node-a")
+    assert ("nccl_env_info", "NCCL_IB_HCA", "unset") not in _software(unwatched, 1_000)  # nothing watched: no unset
+    restarted = NcclLogSource([str(logs / "*.log")], state, ManualClock(2_000), host="node-a", watched=DEFAULT_WATCHED)
     assert _software(restarted, 2_000) == first  # nothing re-read, nothing forgotten
     with (logs / "r0.log").open("a") as handle:  # the job restarts on an upgraded NCCL
         handle.write("node-a:5100:5100 [0] NCCL INFO NCCL version 2.23.4+cuda12.6\n"

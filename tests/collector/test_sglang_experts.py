@@ -171,6 +171,17 @@ def test_configured_as_a_target_of_its_own(tmp_path: Path) -> None:
     asyncio.run(source.close())
 
 
+def test_the_nccl_source_watches_the_rule_packs_settings(tmp_path: Path) -> None:
+    settings = Settings.model_validate({
+        "worker": {"embedded": False}, "gpu": {"nvml": "off"},
+        "nccl": {"paths": [str(tmp_path / "*.log")], "state_file": str(tmp_path / "state.json")},
+        "alerts": {"thresholds": {"drift_nccl_settings": ["NCCL_TOPO_FILE", "TORCH_NCCL_BLOCKING_WAIT"]}},
+    })
+    (spec,) = [s for s in target_specs(settings, host="n1", gpu_present=False) if s.kind == "nccl"]
+    source = source_factories(ManualClock(0))["nccl"](spec)
+    assert source.watched == ("NCCL_TOPO_FILE", "TORCH_NCCL_BLOCKING_WAIT") and source.host == "n1"  # type: ignore[attr-defined]
+
+
 def test_sglang_balancedness_summary_maps_to_the_canonical_summary() -> None:
     from collector.exposition import parse_exposition
     from collector.mapping.mapper import CanonicalMapper

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from alerts.thresholds import DEFAULT_WATCHED
 from collector.nccl import NcclLogSource
 from collector.nvml import NvmlGpuSource
 from store.clock import ManualClock
@@ -66,7 +67,8 @@ def collect_nodes(tmp: Path, *, odd_driver: str = "", unset_blocking_wait: str =
         logs.mkdir(parents=True, exist_ok=True)
         (logs / "rank.log").write_text(nccl_log(host, rank, blocking_wait="0" if host == unset_blocking_wait else "1",
                                                 topo_file=host != no_topo_file))
-        source = NcclLogSource([str(logs / "*.log")], tmp / f"{host}-state.json", ManualClock(1_000), host=host)
+        source = NcclLogSource([str(logs / "*.log")], tmp / f"{host}-state.json", ManualClock(1_000), host=host,
+                               watched=DEFAULT_WATCHED)  # as the composition root passes the pack's list
         result = source.collect_sync(1_000)
         assert result.health.up, result.health.error
         out += [_labelled(s, "nccl", host) for s in result.batch.samples()]

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from moe.balance import shares, zipf_shares
+from moe.balance import shares
+from worker.moe import zipf_shares
 
 
 def expected_shares(experts: int, top_k: int, skew: float, draws: int = 200_000, seed: int = 7) -> list[float]:

@@ -7,13 +7,14 @@ import math
 import pytest
 
 from alerts.defaults import default_rule_dicts, default_rule_groups
+from alerts.moe_rules import recording_rules
 from alerts.thresholds import Thresholds
-from moe.balance import js_divergence, layer_balance, zipf_shares
-from moe.rules import recording_rules
+from moe.balance import js_divergence, layer_balance
 from promql import EvalContext, Vector, parse
 from promql.sources import MemorySource
 from store.types import SeriesKey
 from tests.alerts.rule_harness import T0
+from worker.moe import zipf_shares
 
 
 def test_balance_figures_by_hand() -> None:

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from cost.prices import PURCHASE_CLASSES, PriceBook
-from worker.loadgen import LoadOptions, LoadReport
+from worker.loadgen import LoadOptions, LoadReport, run_load
 
 Runner = Callable[[LoadOptions], Awaitable[LoadReport]]
 
@@ -183,14 +183,8 @@ def render(ev: Evaluation, fmt: str) -> str:
     return "\n".join(lines + tail) + "\n"
 
 
-def run_with_loadgen(opts: LoadOptions) -> Awaitable[LoadReport]:
-    from worker.loadgen import run_load
-
-    return run_load(opts)
-
-
 def evaluate_sync(candidates: Sequence[Candidate], workload: LoadOptions, book: PriceBook, now_ms: int, sla: Sla,
-                  run: Runner = run_with_loadgen) -> Evaluation:
+                  run: Runner = run_load) -> Evaluation:
     """Ctrl-C ends the run with the candidates finished so far (and a note saying so)."""
     out = Evaluation([])
     try:

@@ -155,5 +155,17 @@ def graph_panels(app: Dash, ctx: PanelContext, panels: Sequence[Panel], build: C
     app.callback([Output(p.id, "figure") for p in panels], *CONTROL_INPUTS)(update)
 
 
-__all__ = ["Panel", "PanelContext", "PanelMetrics", "grid", "graph_panel", "table_panel", "graph_panels", "CONTROL_INPUTS",
+def table_panels(app: Dash, ctx: PanelContext, panels: Sequence[Panel], build: Callable[[View], Sequence[Any]]) -> None:
+    """Several tables from one read (the Drift page's table and its changes)."""
+    key = "+".join(p.id for p in panels)
+
+    def update(range_value: object, models: object, nodes: object, _n: object) -> list[Any]:
+        view = ctx.view(range_value, models, nodes)
+        return ctx.run(key, lambda: list(build(view)), lambda text: [message(text, "error") for _ in panels])
+
+    app.callback([Output(p.id, "children") for p in panels], *CONTROL_INPUTS)(update)
+
+
+__all__ = ["Panel", "PanelContext", "PanelMetrics", "grid", "graph_panel", "table_panel", "graph_panels", "table_panels",
+           "CONTROL_INPUTS",
            "RANGE_ID", "MODEL_ID", "NODE_ID", "REFRESH_ID", "loading_figure"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dash import Dash, html
 
 from dashboard.pages.common import Page
-from dashboard.panel import Panel, PanelContext, table_panel
+from dashboard.panel import Panel, PanelContext, table_panels
 from dashboard.queries import View
 from dashboard.tables import table, when
 from drift.table import Span, changes, drift_table, history, latest
@@ -49,22 +49,27 @@ def drift_view(spans: list[Span]) -> tuple[list[str], list[list[object]], int]:
     return header, rows, len(t.odd)
 
 
-def drift_panel(ctx: PanelContext, view: View) -> html.Div:
-    header, rows, odd = drift_view(_spans(ctx, view))
+def drift_and_changes(ctx: PanelContext, view: View) -> list[html.Div]:
+    """Both tables from one read of the info series."""
+    spans = _spans(ctx, view)
+    return [drift_panel(spans), changes_panel(spans)]
+
+
+def drift_panel(spans: list[Span]) -> html.Div:
+    header, rows, odd = drift_view(spans)
     caption = (f"{odd} value{'s' if odd != 1 else ''} differ from the rest of the nodes (marked; hover for the common "
                "value); 'unset': a watched setting the node never showed") if rows else ""
     return table(header, rows, empty_text=DRIFT_HINT, caption=caption)
 
 
-def changes_panel(ctx: PanelContext, view: View) -> html.Div:
-    rows = [[when(s.first_ms), s.node, s.column, before.value, s.value] for before, s in changes(_spans(ctx, view))]
+def changes_panel(spans: list[Span]) -> html.Div:
+    rows = [[when(s.first_ms), s.node, s.column, before.value, s.value] for before, s in changes(spans)]
     return table(["first seen (UTC)", "node", "component / setting", "before", "after"], rows[::-1],
                  empty_text="no version or setting changed on any node in this range")
 
 
 def register(app: Dash, ctx: PanelContext) -> None:
-    table_panel(app, ctx, TABLE, lambda v: drift_panel(ctx, v))
-    table_panel(app, ctx, CHANGES, lambda v: changes_panel(ctx, v))
+    table_panels(app, ctx, (TABLE, CHANGES), lambda v: drift_and_changes(ctx, v))
 
 
 PAGE = Page("dashboard.pages.drift", "/drift", "Drift", 6, PANELS, register,

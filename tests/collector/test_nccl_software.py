@@ -29,6 +29,13 @@ def test_env_setting_lines(line: str, name: str, value: str) -> None:
     assert isinstance(event, EnvSetting) and (event.name, event.value) == (name, value)
 
 
+def test_lines_that_only_look_like_settings_are_ignored() -> None:
+    for line in ("g:1:1 [0] NCCL INFO  set by environment to eth0",  # no name
+                 "g:1:1 [0] NCCL INFO CUDA_VISIBLE_DEVICES set by environment to 0,1",  # not NCCL's
+                 "g:1:1 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment"):  # no value
+        assert not isinstance(parse_line(line), EnvSetting), line
+
+
 def test_pytorch_environment_report_of_several_generations() -> None:
     older = ("I0527 15:16:51.665462 58626 ProcessGroupNCCL.cpp:878] [PG 0 Rank 2] ProcessGroupNCCL environments: "
              "NCCL version: 2.18.3, TORCH_NCCL_ASYNC_ERROR_HANDLING: 1, TORCH_NCCL_BLOCKING_WAIT: 0, "

@@ -222,3 +222,21 @@ def test_rest_of_period_edge_cases() -> None:
     assert w is not None and w.mean == 1.0 and w.until_ms == HOUR_MS and w.low is None  # NaN ends it; no band
     assert rest_of_period(None, 0, HOUR_MS) is None
     assert rest_of_period(Path(), 5 * HOUR_MS, 6 * HOUR_MS) is None  # beyond the horizon
+
+
+def test_a_side_list_that_cannot_be_read_becomes_a_note(seeded: Seeded) -> None:
+    import dataclasses
+
+    def broken(_lo: int, _hi: int) -> list[object]:
+        raise OSError("table is locked")
+
+    sources = dataclasses.replace(seeded.sources(), changes=broken, software=broken, events=broken, evaluations=broken)
+    r = build_report(sources, JAN)  # the report still stands
+    assert r.changes == [] and r.software == [] and r.events == [] and r.evaluations == []
+    assert [n for n in r.notes if "could not be read" in n] == [
+        "the audit log could not be read: OSError: table is locked",
+        "the version series could not be read: OSError: table is locked",
+        "the deploy markers could not be read: OSError: table is locked",
+        "the hardware evaluations could not be read: OSError: table is locked",
+    ]
+    assert r.totals.total > 0

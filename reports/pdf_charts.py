@@ -110,25 +110,32 @@ def components_pie(report: FinanceReport, width: float = 240, height: float = 17
     return drawing
 
 
+def _bars(title: str, labels: Sequence[str], values: Sequence[float], *, label_width: float, colour: colors.Color,
+          value_format: str, width: float, height: float) -> Drawing:
+    """Horizontal bars, the first item on top."""
+    drawing = Drawing(width, height)
+    _title(drawing, title, width, height)
+    chart = HorizontalBarChart()
+    chart.x, chart.y, chart.width, chart.height = label_width, 15, width - label_width - 15, height - 40
+    chart.data = [list(reversed(values))]
+    chart.categoryAxis.categoryNames = list(reversed(labels))
+    chart.categoryAxis.labels.fontSize = 7
+    chart.valueAxis.valueMin = 0
+    chart.valueAxis.labels.fontSize = 7
+    chart.valueAxis.labelTextFormat = value_format
+    chart.bars[0].fillColor = colour
+    drawing.add(chart)
+    return drawing
+
+
 def top_bars(lines: Sequence[SpendLine], title: str, currency: str, top: int = 8,
              width: float = 240, height: float = 170) -> Drawing | None:
     shown = [s for s in lines if s.dollars > 0][:top]
     if not shown:
         return None
-    drawing = Drawing(width, height)
-    _title(drawing, f"{title} ({currency})", width, height)
-    chart = HorizontalBarChart()
-    chart.x, chart.y, chart.width, chart.height = 95, 15, width - 110, height - 40
-    shown = list(reversed(shown))  # largest on top
-    chart.data = [[s.dollars for s in shown]]
-    chart.categoryAxis.categoryNames = [s.label[:18] for s in shown]
-    chart.categoryAxis.labels.fontSize = 7
-    chart.valueAxis.valueMin = 0
-    chart.valueAxis.labels.fontSize = 7
-    chart.valueAxis.labelTextFormat = "%.0f" if max(s.dollars for s in shown) >= 10 else "%.2f"
-    chart.bars[0].fillColor = PALETTE[0]
-    drawing.add(chart)
-    return drawing
+    return _bars(f"{title} ({currency})", [s.label[:18] for s in shown], [s.dollars for s in shown], label_width=95,
+                 colour=PALETTE[0], value_format="%.0f" if max(s.dollars for s in shown) >= 10 else "%.2f",
+                 width=width, height=height)  # largest on top
 
 
 def evaluation_bars(lines: Sequence[EvaluationLine], currency: str, width: float = 480,
@@ -140,17 +147,7 @@ def evaluation_bars(lines: Sequence[EvaluationLine], currency: str, width: float
     shown = [v for v in lines if v.run == newest and v.dollars_per_million is not None][:10]
     if not shown:
         return None
-    drawing = Drawing(width, height)
-    _title(drawing, f"{currency} per 1M output tokens, measured (evaluation {newest})", width, height)
-    chart = HorizontalBarChart()
-    chart.x, chart.y, chart.width, chart.height = 150, 15, width - 170, height - 40
-    shown = list(reversed(shown))  # cheapest on top
-    chart.data = [[float(v.dollars_per_million or 0.0) for v in shown]]
-    chart.categoryAxis.categoryNames = [f"{v.candidate[:14]} ({v.gpus}x {v.gpu[:10]})" for v in shown]
-    chart.categoryAxis.labels.fontSize = 7
-    chart.valueAxis.valueMin = 0
-    chart.valueAxis.labels.fontSize = 7
-    chart.valueAxis.labelTextFormat = "%.2f"
-    chart.bars[0].fillColor = PALETTE[2]
-    drawing.add(chart)
-    return drawing
+    return _bars(f"{currency} per 1M output tokens, measured (evaluation {newest})",
+                 [f"{v.candidate[:14]} ({v.gpus}x {v.gpu[:10]})" for v in shown],
+                 [float(v.dollars_per_million or 0.0) for v in shown], label_width=150, colour=PALETTE[2],
+                 value_format="%.2f", width=width, height=height)

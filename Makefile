@@ -42,6 +42,7 @@ typecheck: $(STAMP)
 # QUICK=1 passes --quick (a few minutes), BENCH_ARGS more (e.g. --only parse_bench,store_bench).
 bench: $(STAMP)
 	scripts/ensure-postgres.sh
+	$(BIN)/pip install --quiet "pmdarima>=2.0"  # forecast_bench's Taylor electricity series
 	$(BIN)/python -m benchmarks.run_all $(if $(filter-out 0,$(QUICK)),--quick) $(BENCH_ARGS)
 
 clean:

@@ -172,8 +172,9 @@ def forecast_band(points: ForecastPoints, now_ms: int, horizon_ms: int = FORECAS
     keep = (starts + points.step_ms > now_ms) & (starts < now_ms + horizon_ms)
     if not keep.any():
         return None
+    coverage = {lv: c for lv, c in ((80, points.backtest_coverage80), (95, points.backtest_coverage95)) if c is not None}
     return Band(starts[keep], points.mean[keep], points.lo80[keep], points.hi80[keep], points.lo95[keep], points.hi95[keep],
-                f"forecast ({points.model})")
+                f"forecast ({points.model})", coverage or None)
 
 
 def cumulative_path(points: ForecastPoints, spent: float, now_ms: int, until_ms: int) -> Band | None:

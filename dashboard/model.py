@@ -67,6 +67,7 @@ class Band:
     lo95: F64
     hi95: F64
     label: str = "forecast"
+    coverage: dict[int, float] | None = None  # per level, the share of backtest actuals the band held
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,11 @@ class ForecastPoints(Protocol):
     @property
     def hi95(self) -> F64: ...
 
+    @property
+    def backtest_coverage80(self) -> float | None: ...
+
+    @property
+    def backtest_coverage95(self) -> float | None: ...
 
 class ForecastSource(Protocol):
     def latest(self, series_id: str) -> ForecastPoints | None:

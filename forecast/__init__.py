@@ -5,7 +5,7 @@ Library (pure; numpy in, dataclasses out):
 * :mod:`forecast.types`    -- ``Forecaster.fit(y) -> Fitted``, ``Fitted.predict(h, levels) -> Prediction``
 * :mod:`forecast.baselines`, :mod:`forecast.ets`, :mod:`forecast.arima` -- the models
 * :mod:`forecast.select`   -- ``forecast_series(y, horizon, SelectConfig) -> SeriesForecast``
-  (rolling-origin backtest selection, combination, fallbacks, interval recalibration)
+  (rolling-origin backtest selection, combination, fallbacks, conformal intervals)
 * :mod:`forecast.ratio`    -- cost per 1M tokens from the spend and token forecasts
 * :mod:`forecast.budget`   -- ``budget_projection(...)``, ``unit_cost_projection(...)``
 

@@ -44,13 +44,6 @@ class Score:
         }
 
 
-def origins_for(n: int, h: int, count: int, step: int, min_train: int) -> list[int]:
-    """The latest ``count`` origins ``step`` apart whose ``h`` steps end inside the series,
-    oldest first; origins with less than ``min_train`` points before them are dropped."""
-    out = [n - h - k * step for k in range(count)]
-    return sorted(o for o in out if o >= min_train)
-
-
 def seasonal_scale(y: F64, season: int) -> float:
     """In-sample MAE of the seasonal naive (naive when too short) forecast; the MASE scale."""
     m = season if y.shape[0] > season else 1

@@ -5,6 +5,10 @@ Cleaning (:func:`clean`) -- what real cost series throw at us:
 * non-finite values and **negative values are treated as missing**: spend and token counts are
   increases of counters, so a negative hour can only come from a counter reset that was not
   corrected upstream; it is dropped (flag ``negative_dropped``) rather than forecast;
+* **outages are missing data, not demand**: a run of at least ``OUTAGE_MIN`` zero hours where the
+  same hours of every earlier season in view (up to a week of them) were busy -- above a tenth
+  of the series' typical hour -- is a scrape or exporter outage, not a quiet spell; it is
+  dropped (flag ``outage_dropped``). Idle nights stay: they were zero the day before too;
 * leading missing hours are trimmed (the series did not exist yet);
 * gaps are filled so that ETS and friends (which take no NaN) can run: short gaps (<= 2 steps)
   linearly, longer ones from the same hour one season earlier, else linearly; flag
@@ -32,6 +36,7 @@ from forecast.types import F64, FitError, Prediction
 BoolArray = npt.NDArray[np.bool_]
 
 SHORT_GAP = 2
+OUTAGE_MIN = 3  # zero hours in a row before a run can count as an outage
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,10 @@ def clean(raw: npt.ArrayLike, season: int = 24) -> Cleaned:
     if negative.any():
         flags.append("negative_dropped")
         y[negative] = np.nan
+    outage = outages(y, season)
+    if outage.any():
+        flags.append("outage_dropped")
+        y[outage] = np.nan
     valid = ~np.isnan(y)
     if not valid.any():
         return Cleaned(np.empty(0), np.zeros(0, dtype=np.bool_), (*flags, "no_data"), int(y.shape[0]))
@@ -65,6 +74,31 @@ def clean(raw: npt.ArrayLike, season: int = 24) -> Cleaned:
             flags.append("trailing_gap")
         y = fill_gaps(y, season)
     return Cleaned(y, valid, tuple(flags), first)
+
+
+def outages(y: F64, season: int, lookback: int = 7) -> BoolArray:
+    """Where ``y`` (NaN for unknown) holds zero runs that look like outages (module doc)."""
+    out = np.zeros(y.shape[0], dtype=np.bool_)
+    positive = y[np.isfinite(y) & (y > 0)]
+    if season < 1 or positive.size == 0:
+        return out
+    busy = 0.1 * float(np.median(positive))
+    zero = np.isfinite(y) & (y == 0)
+    t = 0
+    while t < y.shape[0]:
+        if not zero[t]:
+            t += 1
+            continue
+        end = t
+        while end < y.shape[0] and zero[end]:
+            end += 1
+        if end - t >= OUTAGE_MIN and t >= season:
+            before = [y[k - j * season] for k in range(t, end) for j in range(1, lookback + 1) if k - j * season >= 0]
+            seen = np.array([v for v in before if np.isfinite(v)])
+            if seen.size and bool(np.all(seen > busy)):
+                out[t:end] = True
+        t = end
+    return out
 
 
 def regular(y: F64, season: int = 24) -> F64:

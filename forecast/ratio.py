@@ -118,7 +118,9 @@ def check_against_direct(ratio: Prediction, direct: SeriesForecast) -> RatioChec
     m, d = ratio.mean, direct.prediction.mean
     ok = np.isfinite(m) & np.isfinite(d) & (m > 0)
     rel = float(np.mean(np.abs(d[ok] - m[ok]) / m[ok])) if ok.any() else float("nan")
-    lo, hi = ratio.lower[80], ratio.upper[80]
+    # A noise-free history gives zero-width bands; rounding must not put an equal forecast outside.
+    tol = 1e-9 * np.abs(np.nan_to_num(m))
+    lo, hi = ratio.lower[80] - tol, ratio.upper[80] + tol
     band = np.isfinite(lo) & np.isfinite(d)
     hi_ok = np.where(np.isfinite(hi), d <= hi, True)
     inside = float(np.mean((d[band] >= lo[band]) & hi_ok[band])) if band.any() else float("nan")

@@ -41,7 +41,10 @@ class StoredForecast:
     model: str
     backtest_wape: float | None = None
     backtest_mase: float | None = None
+    # Out of sample: the share of backtest actuals inside the served 80 % / 95 % intervals, each
+    # backtest origin checked against intervals built without it (forecast.conformal).
     backtest_coverage80: float | None = None
+    backtest_coverage95: float | None = None
     flags: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     details: dict[str, Any] = field(default_factory=dict)
@@ -106,6 +109,7 @@ class StoredForecast:
                 "wape": _opt(self.backtest_wape),
                 "mase": _opt(self.backtest_mase),
                 "coverage80": _opt(self.backtest_coverage80),
+                "coverage95": _opt(self.backtest_coverage95),
             },
             "flags": list(self.flags),
             "warnings": list(self.warnings),

@@ -50,6 +50,7 @@ forecast_runs = Table(
     Column("backtest_wape", Double, nullable=True),
     Column("backtest_mase", Double, nullable=True),
     Column("backtest_coverage80", Double, nullable=True),
+    Column("backtest_coverage95", Double, nullable=True),
     Column("history_points", Integer, nullable=False),
     Column("flags", Text, nullable=False),
     Column("warnings", Text, nullable=False),

@@ -21,9 +21,9 @@ import numpy as np
 import numpy.typing as npt
 from sqlalchemy import Engine
 
-from forecast.backtest import Accumulator, seasonal_scale
 from forecast.ids import HOUR_MS, MAX_HORIZON_H, SeriesId
-from forecast.ratio import check_against_direct, historical_ratio, ratio_prediction, residual_correlation
+from forecast.ratio import check_against_direct, historical_ratio, ratio_prediction
+from forecast.ratio_backtest import ratio_backtest
 from forecast.record import StoredForecast
 from forecast.repository import ForecastRepository
 from forecast.select import SelectConfig, SeriesForecast, forecast_series
@@ -179,7 +179,8 @@ class _Job:
             f.model,
             backtest_wape=f.backtest.wape if f.backtest else None,
             backtest_mase=f.backtest.mase if f.backtest else None,
-            backtest_coverage80=f.backtest.coverage80 if f.backtest else None,
+            backtest_coverage80=f.coverage.get(80),
+            backtest_coverage95=f.coverage.get(95),
             flags=f.flags,
             warnings=f.warnings,
             details=_details(f),
@@ -189,19 +190,18 @@ class _Job:
     def ratio(self, sid: SeriesId) -> StoredForecast:
         spend_id, tokens_id = sid.with_quantity("spend"), sid.with_quantity("tokens")
         spend, tokens = self.fit(spend_id), self.fit(tokens_id)
-        rho = residual_correlation(spend.residuals, tokens.residuals)
         rng = np.random.default_rng([self.s.config.seed, zlib.crc32(str(sid).encode())])
-        pred, ratio_flags = ratio_prediction(
-            spend.prediction, tokens.prediction, rho=rho, rng=rng, draws=self.s.config.draws
-        )
         history = historical_ratio(self.history(spend_id), self.history(tokens_id))
+        bt = ratio_backtest(spend, tokens, history, self.s.config.select.season, rng, self.s.config.draws)
+        pred, ratio_flags = ratio_prediction(
+            spend.prediction, tokens.prediction, rho=bt.rho, rng=rng, draws=self.s.config.draws
+        )
         direct = forecast_series(history, self.horizon, self.s.config.select)
         check = check_against_direct(pred, direct)
-        bt = _ratio_backtest(spend, tokens, history, self.s.config.select.season)
         flags = tuple(dict.fromkeys((*ratio_flags, *spend.flags, *tokens.flags)))
         details = {
-            "method": "ratio of the spend and token forecasts; intervals simulated (Gaussian copula)",
-            "rho": rho,
+            "method": "ratio of the spend and token forecasts; intervals simulated (Gaussian copula of their joint backtest errors)",
+            "rho": bt.rho,
             "spend_model": spend.model,
             "tokens_model": tokens.model,
             "direct": {
@@ -216,9 +216,10 @@ class _Job:
             sid,
             pred,
             f"ratio({spend.model} / {tokens.model})",
-            backtest_wape=bt[0],
-            backtest_mase=bt[1],
-            backtest_coverage80=None,
+            backtest_wape=bt.wape,
+            backtest_mase=bt.mase,
+            backtest_coverage80=bt.coverage.get(80),
+            backtest_coverage95=bt.coverage.get(95),
             flags=flags,
             warnings=tuple(f"spend: {w}" for w in spend.warnings)
             + tuple(f"tokens: {w}" for w in tokens.warnings),
@@ -230,34 +231,5 @@ class _Job:
 def _details(f: SeriesForecast) -> dict[str, Any]:
     return {
         "candidates": {name: s.as_dict() for name, s in f.scores.items()},
-        "calibration": {str(k): v for k, v in f.calibration.items()},
+        "coverage": {str(k): v for k, v in f.coverage.items()},
     }
-
-
-def _ratio_backtest(
-    spend: SeriesForecast, tokens: SeriesForecast, ratio: F64, season: int
-) -> tuple[float | None, float | None]:
-    """WAPE and MASE of the ratio of the two chosen models' backtest forecasts, at the origins
-    both were backtested on, against the observed hourly ratio."""
-    by_origin = {f.origin + spend.offset: f for f in spend.backtest_forecasts}
-    acc = Accumulator()
-    for t in tokens.backtest_forecasts:
-        o = t.origin + tokens.offset
-        s = by_origin.get(o)
-        if s is None or s.pred.h != t.pred.h:
-            continue
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mean = np.where(t.pred.mean > 0, s.pred.mean / t.pred.mean * 1e6, np.nan)
-        actual = ratio[o : o + mean.shape[0]]
-        mask = np.isfinite(actual) & np.isfinite(mean)
-        train = ratio[:o][np.isfinite(ratio[:o])]
-        acc.add(
-            np.nan_to_num(actual),
-            Prediction(np.nan_to_num(mean), {}, {}),
-            mask,
-            seasonal_scale(train, season),
-        )
-    score = acc.score()
-    if score.points == 0:
-        return None, None
-    return score.wape, score.mase

@@ -42,6 +42,9 @@ class HourlyPath(Protocol):
     @property
     def model(self) -> str: ...
 
+    @property
+    def backtest_coverage80(self) -> float | None: ...
+
 
 def rest_of_period(path: HourlyPath | None, from_ms: int, to_ms: int) -> ForecastWindow | None:
     """Projected spend in ``[from_ms, to_ms)``, cut where the forecast ends; ``None`` when the
@@ -77,5 +80,5 @@ def rest_of_period(path: HourlyPath | None, from_ms: int, to_ms: int) -> Forecas
     return ForecastWindow(
         from_ms=from_ms, until_ms=covered_until, mean=max(0.0, total["mean"]),
         low=max(0.0, total["lo"]) if band else None, high=total["hi"] if band else None,
-        level=80, source=path.model,
+        level=80, source=path.model, coverage=path.backtest_coverage80,
     )

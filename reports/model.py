@@ -64,6 +64,7 @@ class ForecastWindow:
     high: float | None = None
     level: int = 80
     source: str = "forecast"  # e.g. the model that produced it
+    coverage: float | None = None  # share of backtest actuals the hourly band held, out of sample
 
 
 SpendForecast = Callable[[int, int], ForecastWindow | None]

@@ -159,6 +159,8 @@ def _forecast(r: FinanceReport) -> list[Flowable]:
         rows.append(["Forecast, rest of period", "no forecast available", ""])
     else:
         band = f"{money(w.low)} - {money(w.high)} ({w.level} %)" if w.low is not None and w.high is not None else "no band"
+        if w.coverage is not None:
+            band += f", the hourly {w.level} % band held {w.coverage:.0%} of actuals in the backtest"
         cover = "to the period end" if f.forecast_covers_rest else f"until {when(w.until_ms)} only (forecast horizon)"
         rows.append(["Forecast, rest of period", money(w.mean), _p(f"{w.source}; band {band}; {cover}", SMALL)])
         rows.append(["Projected period total (forecast)", money(f.projected_total), ""])

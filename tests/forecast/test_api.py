@@ -42,7 +42,8 @@ def test_forecast_json(client: TestClient) -> None:
     assert set(f["points"][0]) == {"time", "ts_ms", "mean", "lo80", "hi80", "lo95", "hi95"}
     assert f["points"][0]["time"] == "2027-01-15T08:00:00Z"
     assert f["model"].startswith("ratio(") and f["generated_at"] == "2027-01-15T08:00:00Z"
-    assert set(f["backtest"]) == {"wape", "mase", "coverage80"}
+    assert set(f["backtest"]) == {"wape", "mase", "coverage80", "coverage95"}
+    assert 0 <= f["backtest"]["coverage80"] <= f["backtest"]["coverage95"] <= 1
     assert isinstance(f["flags"], list) and "check" in f["details"]
 
 

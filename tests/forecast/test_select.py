@@ -27,11 +27,16 @@ def test_known_seasonality_and_trend_within_error_bounds() -> None:
     assert set(result.scores) >= {"naive", "snaive24", "ets_AAdA24"}
 
 
-def test_weekly_pattern_used_after_three_weeks() -> None:
+def test_weekly_models_join_from_one_week_and_the_decomposition_from_two() -> None:
     three_weeks = seasonal(24 * 21, seed=3)
-    names = [c.name for c in candidates(three_weeks, SelectConfig())]
-    assert "stl_ets168[log]" in names and "snaive168" in names
-    assert "stl_ets168[log]" not in [c.name for c in candidates(three_weeks[24:], SelectConfig())]
+
+    def names(n: int) -> list[str]:
+        return [c.name for c in candidates(three_weeks[:n], SelectConfig())]
+
+    assert "snaive168" not in names(167) and "daytype24x7" not in names(167)
+    assert {"snaive168", "daytype24x7"} <= set(names(168)) and "smean168x4" not in names(335)
+    assert "smean168x4" in names(336) and "stl_ets168[log]" not in names(336)
+    assert "stl_ets168[log]" in names(337)
     y = seasonal(24 * 35 + 72, level=300, daily=0.3, weekly=0.5, noise=0.03, seed=12)
     result = forecast_series(y[:-72], 72)
     assert wape(y[-72:], result.prediction.mean) < 0.07

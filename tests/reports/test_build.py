@@ -205,15 +205,18 @@ def test_rest_of_period_sums_the_hourly_path(start: int, frm: int, to: int, mean
         mean = np.array([1.0, 2.0, 3.0, 4.0])
         lo80 = mean * 0.5
         hi80 = mean * 2
+        backtest_coverage80 = 0.78
 
     w = rest_of_period(Path(), frm, to)
     assert w is not None and w.mean == pytest.approx(mean) and w.until_ms == until
     assert w.low == pytest.approx(mean * 0.5) and w.high == pytest.approx(mean * 2) and w.source == "ets"
+    assert w.coverage == 0.78  # the band's achieved coverage rides with it into the report
 
 
 def test_rest_of_period_edge_cases() -> None:
     class Path:
         start_ms, step_ms, model = 0, HOUR_MS, "ets"
+        backtest_coverage80 = None
         mean = np.array([1.0, np.nan, 3.0])
         lo80 = np.array([np.nan, 0.0, 0.0])
         hi80 = np.array([2.0, 0.0, 0.0])

@@ -1,0 +1,140 @@
+"""Prediction intervals from the backtest's own errors (split conformal, per horizon block).
+
+A model's own intervals assume the model is right. On real service load it is not: bursts,
+level shifts and a decomposition that absorbed noise all make them too narrow (an "80 %" band
+that held 18 % of the actuals was measured on a real series). Here the interval is built from
+what the chosen method actually missed by in its rolling-origin backtest:
+
+* every backtest error is **scaled** by ``s = forecast + mean forecast of that origin`` -- half
+  multiplicative (load that doubles misses by twice as much), half additive (a night forecast of
+  zero still gets a band) -- so errors from a quiet week inform a busy one;
+* errors are pooled per **horizon block** (the first 6 steps, the rest of the first day, the
+  second day, the third), because a forecast's error grows with how far ahead it looks; a block
+  with too few errors borrows the nearest longer-horizon errors there are, never shorter ones;
+* the lower and upper bounds are the finite-sample conformal quantiles of the signed scaled
+  errors (asymmetric: demand spikes up more than it drops), made non-decreasing in width along
+  the horizon and nested across levels.
+
+:func:`loo_coverage` says what these intervals achieved: each backtest origin in turn is left
+out, the intervals are built from the others and checked on it -- an out-of-sample coverage,
+reported next to every forecast.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from forecast.backtest import OriginForecast
+from forecast.types import F64, Prediction
+
+BLOCK_EDGES = (6, 24, 48)  # horizon steps where a new error block starts
+MIN_ERRORS = 48  # fewest errors a block's quantiles rest on
+
+
+@dataclass(frozen=True)
+class Errors:
+    """Signed scaled errors of one origin's forecast and the horizon step of each."""
+
+    steps: npt.NDArray[np.intp]
+    scaled: F64
+
+
+def scale_of(mean: F64) -> F64:
+    """The error scale of a forecast path: the forecast plus its mean (see the module doc)."""
+    level = float(np.mean(mean)) if mean.size else 0.0
+    return np.asarray(np.maximum(mean, 0.0) + max(level, 0.0), dtype=np.float64)
+
+
+def origin_errors(f: OriginForecast) -> Errors:
+    scale = scale_of(f.pred.mean)
+    steps = np.nonzero(f.mask)[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scaled = (f.actual[steps] - f.pred.mean[steps]) / scale[steps]
+    keep = np.isfinite(scaled)
+    return Errors(steps[keep], np.asarray(scaled[keep], dtype=np.float64))
+
+
+def _blocks(h: int) -> list[tuple[int, int]]:
+    edges = [0, *(e for e in BLOCK_EDGES if e < h), h]
+    return list(zip(edges, edges[1:]))
+
+
+def _quantile(e: F64, q: float) -> float:
+    """The conformal quantile: the ceil((n+1)q)-th smallest error (the largest when beyond)."""
+    n = e.shape[0]
+    k = min(n, max(1, math.ceil((n + 1) * q)))
+    return float(np.partition(e, k - 1)[k - 1])
+
+
+@dataclass(frozen=True)
+class Bands:
+    """Per level, the lower and upper scaled-error quantile for each horizon step."""
+
+    lower: dict[int, F64]
+    upper: dict[int, F64]
+
+    def apply(self, mean: F64) -> Prediction:
+        scale = scale_of(mean)
+        h = mean.shape[0]
+        lower = {lv: mean + scale * q[:h] for lv, q in self.lower.items()}
+        upper = {lv: mean + scale * q[:h] for lv, q in self.upper.items()}
+        return Prediction(mean, lower, upper).clipped(0.0)
+
+
+def bands(errors: Sequence[Errors], h: int, levels: Sequence[int]) -> Bands | None:
+    """Interval quantiles for ``h`` steps from backtest errors; None when there are fewer than
+    ``MIN_ERRORS`` of them in all."""
+    if not errors:
+        return None
+    steps = np.concatenate([e.steps for e in errors])
+    scaled = np.concatenate([e.scaled for e in errors])
+    if scaled.shape[0] < MIN_ERRORS:
+        return None
+    lower = {lv: np.empty(h) for lv in levels}
+    upper = {lv: np.empty(h) for lv in levels}
+    for start, end in _blocks(h):
+        pool = scaled[steps >= start]
+        # Too few this far ahead: the longest-horizon errors there are (never fewer than MIN).
+        if pool.shape[0] < MIN_ERRORS:
+            pool = scaled[np.argsort(steps, kind="stable")[-MIN_ERRORS:]]
+        in_block = scaled[(steps >= start) & (steps < end)]
+        if in_block.shape[0] >= MIN_ERRORS:
+            pool = in_block
+        for lv in levels:
+            alpha = 1.0 - lv / 100.0
+            lower[lv][start:end] = min(0.0, -_quantile(-pool, 1.0 - alpha / 2))
+            upper[lv][start:end] = max(0.0, _quantile(pool, 1.0 - alpha / 2))
+    for lv in levels:  # a band never narrows further ahead
+        lower[lv] = np.minimum.accumulate(lower[lv])
+        upper[lv] = np.maximum.accumulate(upper[lv])
+    ordered = sorted(levels)
+    for narrow, wide in zip(ordered, ordered[1:]):
+        lower[wide] = np.minimum(lower[wide], lower[narrow])
+        upper[wide] = np.maximum(upper[wide], upper[narrow])
+    return Bands(lower, upper)
+
+
+def loo_coverage(forecasts: Sequence[OriginForecast], levels: Sequence[int]) -> dict[int, float]:
+    """Out-of-sample coverage of the conformal intervals: each origin checked against bands
+    built from the other origins only. Empty when fewer than two origins or too few errors."""
+    errs = [origin_errors(f) for f in forecasts]
+    if len(errs) < 2:
+        return {}
+    inside = {lv: 0 for lv in levels}
+    total = 0
+    for i, (f, e) in enumerate(zip(forecasts, errs)):
+        if e.scaled.shape[0] == 0:
+            continue
+        b = bands(errs[:i] + errs[i + 1 :], f.pred.h, levels)
+        if b is None:
+            return {}
+        for lv in levels:
+            lo, hi = b.lower[lv][e.steps], b.upper[lv][e.steps]
+            inside[lv] += int(((e.scaled >= lo) & (e.scaled <= hi)).sum())
+        total += e.scaled.shape[0]
+    return {lv: inside[lv] / total for lv in levels} if total else {}

@@ -61,8 +61,14 @@ class Naive(_Baseline):
 
 
 class SeasonalNaive(_Baseline):
-    def __init__(self, period: int) -> None:
-        self.period = period
+    """The last season again. With ``guard`` (a season of several sub-periods, e.g. a week of
+    days) and two earlier seasons in view, a sub-period of the last season that is far from the
+    same sub-period in the earlier seasons -- a holiday, an outage, a burst -- is replaced by
+    their median before it is copied: the backtest can never see the accident that lies exactly
+    one season before the forecast."""
+
+    def __init__(self, period: int, guard: int = 0) -> None:
+        self.period, self.guard = period, guard
         self.name = f"snaive{period}"
         self.min_length = period
 
@@ -72,26 +78,54 @@ class SeasonalNaive(_Baseline):
         resid = np.full(y.shape[0], np.nan)
         resid[m:] = y[m:] - y[:-m]
         last = y[-m:]
+        if self.guard and y.shape[0] >= 3 * m:
+            last = _guarded(y, m, self.guard)
         steps = np.arange(self.max_h)
         mean = last[steps % m]
         sd = _sigma(resid) * np.sqrt(steps // m + 1.0)
         return _Fitted(mean, sd, resid)
 
 
+def _guarded(y: F64, m: int, sub: int) -> F64:
+    """The last season of ``y`` with accidental sub-periods replaced (see SeasonalNaive)."""
+    k = min(4, y.shape[0] // m)
+    seasons = y[y.shape[0] - k * m :].reshape(k, m // sub, sub)  # season x sub-period x step
+    last, earlier = seasons[-1], seasons[:-1]
+    reference = np.median(earlier, axis=0)
+    scale = np.maximum(np.abs(reference).mean(axis=1), 1e-12)
+
+    def far(a: F64, b: F64) -> F64:
+        return np.asarray(np.abs(a - b).mean(axis=-1) / scale, dtype=np.float64)
+
+    typical = float(np.median(far(earlier, reference)))  # how far an ordinary sub-period strays
+    accident = far(last, reference) > 3.0 * typical + 0.05
+    out = last.copy()
+    out[accident] = reference[accident]
+    return np.asarray(out.reshape(-1), dtype=np.float64)
+
+
 class SeasonalMean(_Baseline):
     """Each phase of the season forecast by its mean over the last ``cycles`` seasons: seasonal
     naive with the noise of a single (possibly bursty) day averaged out."""
 
-    def __init__(self, period: int, cycles: int = 7) -> None:
-        self.period, self.cycles = period, cycles
-        self.name = f"smean{period}x{cycles}"
+    def __init__(self, period: int, cycles: int = 7, levelled: bool = False, median: bool = False) -> None:
+        self.period, self.cycles, self.levelled, self.median = period, cycles, levelled, median
+        self.name = f"{'smedian' if median else 'smean'}{period}x{cycles}" + ("_level" if levelled else "")
         self.min_length = 2 * period
 
     def fit(self, y: F64) -> Fitted:
         y = self._require(y)
         m = self.period
         c = min(self.cycles, y.shape[0] // m)
-        profile = y[-c * m :].reshape(c, m).mean(axis=0)
+        seasons = y[-c * m :].reshape(c, m)
+        if self.levelled:
+            # Each past season's shape at its own level, then at the last season's level: a
+            # step in the level two weeks ago does not drag the average back to the old level.
+            level = seasons.mean(axis=1)
+            if np.all(level > 0):
+                seasons = seasons / level[:, None] * level[-1]
+        # The median of three or more seasons leaves out one season's accident (a holiday).
+        profile = np.median(seasons, axis=0) if self.median and c >= 3 else seasons.mean(axis=0)
         resid = np.full(y.shape[0], np.nan)
         if y.shape[0] > c * m:
             past = np.mean([y[c * m - j * m : y.shape[0] - j * m] for j in range(1, c + 1)], axis=0)

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from forecast.types import Prediction
+from forecast.backtest import OriginForecast
+from forecast.types import F64, LEVELS, FitInfo, Fitted, Forecaster, Prediction
 
 
 def combine(preds: Sequence[Prediction], how: str = "mean") -> Prediction:
@@ -28,3 +29,42 @@ def combine(preds: Sequence[Prediction], how: str = "mean") -> Prediction:
         {lv: np.asarray(f([p.lower[lv] for p in preds], axis=0), dtype=np.float64) for lv in levels},
         {lv: np.asarray(f([p.upper[lv] for p in preds], axis=0), dtype=np.float64) for lv in levels},
     )
+
+
+class Combination:
+    """The mean or median forecast of several models (see :mod:`forecast.combine`)."""
+
+    def __init__(self, members: Sequence[Forecaster], how: str = "mean") -> None:
+        self.members = list(members)
+        self.how = how
+        self.name = f"{how}(" + "+".join(sorted(m.name for m in self.members)) + ")"
+        self.min_length = max(m.min_length for m in self.members)
+
+    def fit(self, y: F64) -> Fitted:
+        return _CombinedFit([m.fit(y) for m in self.members], self.how)
+
+
+class _CombinedFit:
+    def __init__(self, fits: list[Fitted], how: str) -> None:
+        self.fits, self.how = fits, how
+        self.info = FitInfo(
+            converged=all(f.info.converged for f in fits), warnings=[w for f in fits for w in f.info.warnings]
+        )
+        stacked = np.array([f.residuals for f in fits], dtype=np.float64)
+        counts = np.isfinite(stacked).sum(axis=0)
+        total = np.nansum(stacked, axis=0)
+        self.residuals = np.where(counts > 0, total / np.maximum(counts, 1), np.nan)
+
+    def predict(self, h: int, levels: Sequence[int] = LEVELS) -> Prediction:
+        return combine([f.predict(h, levels) for f in self.fits], self.how)
+
+
+def combined_backtest(runs: list[list[OriginForecast]], how: str) -> list[OriginForecast]:
+    """The combination's backtest forecasts, from its members' at the origins they share."""
+    by_origin = [{f.origin: f for f in run} for run in runs]
+    shared = sorted(set.intersection(*(set(b) for b in by_origin)))
+    out = []
+    for o in shared:
+        fs = [b[o] for b in by_origin]
+        out.append(OriginForecast(o, fs[0].actual, fs[0].mask, combine([f.pred for f in fs], how), fs[0].scale))
+    return out

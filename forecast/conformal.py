@@ -11,9 +11,15 @@ what the chosen method actually missed by in its rolling-origin backtest:
 * errors are pooled per **horizon block** (the first 6 steps, the rest of the first day, the
   second day, the third), because a forecast's error grows with how far ahead it looks; a block
   with too few errors borrows the nearest longer-horizon errors there are, never shorter ones;
-* the lower and upper bounds are the finite-sample conformal quantiles of the signed scaled
-  errors (asymmetric: demand spikes up more than it drops), made non-decreasing in width along
-  the horizon and nested across levels.
+* the band is symmetric: its half-width is the finite-sample conformal quantile of the
+  *absolute* scaled errors. Signed quantiles were tried first and failed out of sample: with a
+  handful of origins they learn the backtest's bias (three origins that happened to
+  over-forecast), not the spread, and a band of +-0.8 % then met errors of +5 %;
+* the wider band is at least as much wider than the narrower one as a Laplace distribution's
+  (95 % vs 80 %: 1.86x). A few origins cannot show the tails; errors of service load are
+  heavier-tailed than normal (1.53x), and where the backtest shows heavier tails still, those
+  count;
+* bands never narrow further ahead and are nested across levels.
 
 :func:`loo_coverage` says what these intervals achieved: each backtest origin in turn is left
 out, the intervals are built from the others and checked on it -- an out-of-sample coverage,
@@ -86,6 +92,12 @@ class Bands:
         return Prediction(mean, lower, upper).clipped(0.0)
 
 
+def laplace_ratio(narrow: int, wide: int) -> float:
+    """How much wider the ``wide`` % central interval of a Laplace distribution is than its
+    ``narrow`` % one (1.86 for 95 / 80; a normal's is 1.53)."""
+    return math.log(1.0 - wide / 100.0) / math.log(1.0 - narrow / 100.0)
+
+
 def bands(errors: Sequence[Errors], h: int, levels: Sequence[int]) -> Bands | None:
     """Interval quantiles for ``h`` steps from backtest errors; None when there are fewer than
     ``MIN_ERRORS`` of them in all."""
@@ -106,14 +118,17 @@ def bands(errors: Sequence[Errors], h: int, levels: Sequence[int]) -> Bands | No
         if in_block.shape[0] >= MIN_ERRORS:
             pool = in_block
         for lv in levels:
-            alpha = 1.0 - lv / 100.0
-            lower[lv][start:end] = min(0.0, -_quantile(-pool, 1.0 - alpha / 2))
-            upper[lv][start:end] = max(0.0, _quantile(pool, 1.0 - alpha / 2))
+            q = _quantile(np.abs(pool), lv / 100.0)
+            lower[lv][start:end] = -q
+            upper[lv][start:end] = q
     for lv in levels:  # a band never narrows further ahead
         lower[lv] = np.minimum.accumulate(lower[lv])
         upper[lv] = np.maximum.accumulate(upper[lv])
     ordered = sorted(levels)
     for narrow, wide in zip(ordered, ordered[1:]):
+        tail = laplace_ratio(narrow, wide)
+        lower[wide] = np.minimum(lower[wide], tail * lower[narrow])
+        upper[wide] = np.maximum(upper[wide], tail * upper[narrow])
         lower[wide] = np.minimum(lower[wide], lower[narrow])
         upper[wide] = np.maximum(upper[wide], upper[narrow])
     return Bands(lower, upper)

@@ -35,7 +35,14 @@ class DayTypeProfile:
         if y.shape[0] < self.min_length:
             raise FitError(f"{self.name}: needs {self.min_length} points, got {y.shape[0]}")
         k = min(self.days, y.shape[0] // m)
-        blocks = y[y.shape[0] - k * m :].reshape(k, m)
+        raw = y[y.shape[0] - k * m :].reshape(k, m)
+        # Each day relative to its week's level (weeks counted back from the end): a tenant who
+        # moved in last week changes the level, not which days are alike or their shapes.
+        week_of_day = (k - 1 - np.arange(k)) // w
+        week_level = np.array([raw[week_of_day == i].mean() for i in range(int(week_of_day.max()) + 1)])
+        scale = np.where(week_level > 0, week_level, 1.0)[week_of_day]
+        blocks = raw / scale[:, None]
+        level_now = float(scale[-1])
         distance = _distances(blocks)
         yardstick = float(np.median(np.diag(distance, 1))) if k > 1 else 0.0
         horizon_days = -(-_MAX_H // m)
@@ -49,7 +56,7 @@ class DayTypeProfile:
                 similar[refs[0]] = True
             # The most recent similar days only: a level shift two weeks ago is not averaged in.
             recent = np.nonzero(similar)[0][-self.recent :]
-            rows.append(blocks[recent].mean(axis=0))
+            rows.append(blocks[recent].mean(axis=0) * level_now)
         mean = np.concatenate(rows)[:_MAX_H]
         resid = np.full(y.shape[0], np.nan)
         resid[m * w :] = y[m * w :] - y[: -m * w]

@@ -202,7 +202,12 @@ class Decomposed:
             if len(self.periods) == 1:
                 from statsmodels.tsa.seasonal import STL
 
-                res = STL(y, period=self.periods[0], robust=self.robust, **_jumps(self.periods[0])).fit()
+                # Locally constant seasonal subseries (seasonal_deg=0): with the default linear
+                # ones, a level step at a week's boundary became a weekly "seasonal" drift on
+                # three weeks of history and the forecast overshot the new level by 74 %.
+                res = STL(
+                    y, period=self.periods[0], seasonal_deg=0, robust=self.robust, **_jumps(self.periods[0])
+                ).fit()
                 seasonal = np.asarray(res.seasonal, dtype=np.float64).reshape(1, -1)
             else:
                 from statsmodels.tsa.seasonal import MSTL

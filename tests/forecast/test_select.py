@@ -34,8 +34,8 @@ def test_weekly_models_join_from_one_week_and_the_decomposition_from_two() -> No
         return [c.name for c in candidates(three_weeks[:n], SelectConfig())]
 
     assert "snaive168" not in names(167) and "daytype24x7" not in names(167)
-    assert {"snaive168", "daytype24x7"} <= set(names(168)) and "smean168x4" not in names(335)
-    assert "smean168x4" in names(336) and "stl_ets168[log]" not in names(336)
+    assert {"snaive168", "daytype24x7"} <= set(names(168)) and "smedian168x4_level" not in names(335)
+    assert "smedian168x4_level" in names(336) and "stl_ets168[log]" not in names(336)
     assert "stl_ets168[log]" in names(337)
     y = seasonal(24 * 35 + 72, level=300, daily=0.3, weekly=0.5, noise=0.03, seed=12)
     result = forecast_series(y[:-72], 72)

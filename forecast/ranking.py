@@ -40,8 +40,8 @@ def rank(runs: Runs, preference: Sequence[str], min_points: int = 24) -> Ranking
     unjudged: list[str] = []
     while alive:
         common = frozenset.intersection(*(frozenset(f.origin for f in runs[n]) for n in alive))
-        reference = on_origins(runs[alive[0]], common)
-        if common and _points(reference) >= min_points:
+        # Every candidate must have enough points there (a later origin may forecast fewer steps).
+        if common and min(_points(on_origins(runs[n], common)) for n in alive) >= min_points:
             order = sorted(
                 ((score(on_origins(runs[n], common)).mae, n) for n in alive),
                 key=lambda item: (item[0], preference.index(item[1])),

@@ -107,9 +107,13 @@ def print_table(f: StoredForecast, out: TextIO, every: int = 1) -> None:
     generated = datetime.fromtimestamp(f.generated_at_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
     wape = "-" if f.backtest_wape is None else f"{f.backtest_wape:.3f}"
     mase = "-" if f.backtest_mase is None else f"{f.backtest_mase:.3f}"
+    held = "  ".join(
+        f"{level} % band held {c:.0%}" for level, c in ((80, f.backtest_coverage80), (95, f.backtest_coverage95)) if c is not None
+    )
     print(f"# {f.series} ({f.series.unit})  model {f.model}", file=out)
     print(
-        f"# generated {generated} UTC  backtest WAPE {wape} MASE {mase}  flags {','.join(f.flags) or '-'}",
+        f"# generated {generated} UTC  backtest WAPE {wape} MASE {mase}  {held or 'coverage -'}  "
+        f"flags {','.join(f.flags) or '-'}",
         file=out,
     )
     cols = ("mean", "lo80", "hi80", "lo95", "hi95")

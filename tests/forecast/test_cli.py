@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,7 @@ def test_table(sqlite_url: str) -> None:
     assert code == 0, err
     assert "# tokens:fleet (tokens/h)  model " in out and "# cost_per_mtok:fleet ($ per 1M tokens)" in out
     assert "backtest WAPE" in out
+    assert re.search(r"80 % band held \d+%  95 % band held \d+%", out), out  # the coverage they achieved
     rows = [line for line in out.splitlines() if line.startswith("2027-01-15")]
     assert len(rows) == 12 and rows[0].startswith("2027-01-15 08:00")
     assert len(rows[0].split()) == 7  # date, time, mean, lo80, hi80, lo95, hi95

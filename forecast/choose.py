@@ -55,13 +55,13 @@ class Choice:
 
 def weekly_evident(y: F64, season: int, long_season: int) -> bool:
     """Whether last week predicts this hour clearly better than yesterday does (in-sample mean
-    absolute seasonal differences over the same hours, 0.8 x or less)."""
+    absolute seasonal differences over the same hours, under 0.9 x)."""
     n = y.shape[0]
     if n < long_season + season:
         return False
     week = float(np.mean(np.abs(y[long_season:] - y[: n - long_season])))
     day = float(np.mean(np.abs(y[long_season:] - y[long_season - season : n - season])))
-    return week < 0.8 * day
+    return week < 0.9 * day
 
 
 def uses_week(model: Forecaster, long_season: int) -> bool:

@@ -19,7 +19,8 @@ what the chosen method actually missed by in its rolling-origin backtest:
   (95 % vs 80 %: 1.86x). A few origins cannot show the tails; errors of service load are
   heavier-tailed than normal (1.53x), and where the backtest shows heavier tails still, those
   count;
-* bands never narrow further ahead and are nested across levels.
+* bands never narrow further ahead (an isotonic fit of the block widths) and are nested across
+  levels.
 
 :func:`loo_coverage` says what these intervals achieved: each backtest origin in turn is left
 out, the intervals are built from the others and checked on it -- an out-of-sample coverage,
@@ -92,6 +93,19 @@ class Bands:
         return Prediction(mean, lower, upper).clipped(0.0)
 
 
+def isotonic(values: F64) -> F64:
+    """The closest non-decreasing sequence (least squares; pool adjacent violators). A running
+    maximum would do too, but it is biased up: with errors that do not grow, it keeps the
+    largest of several noisy block quantiles and over-covers."""
+    blocks: list[list[float]] = []  # [mean, weight]
+    for v in values.tolist():
+        blocks.append([v, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m2, w2), (m1, w1) = blocks[-2], blocks[-1]
+            blocks[-2:] = [[(m2 * w2 + m1 * w1) / (w2 + w1), w2 + w1]]
+    return np.concatenate([np.full(int(w), m) for m, w in blocks])
+
+
 def laplace_ratio(narrow: int, wide: int) -> float:
     """How much wider the ``wide`` % central interval of a Laplace distribution is than its
     ``narrow`` % one (1.86 for 95 / 80; a normal's is 1.53)."""
@@ -122,8 +136,8 @@ def bands(errors: Sequence[Errors], h: int, levels: Sequence[int]) -> Bands | No
             lower[lv][start:end] = -q
             upper[lv][start:end] = q
     for lv in levels:  # a band never narrows further ahead
-        lower[lv] = np.minimum.accumulate(lower[lv])
-        upper[lv] = np.maximum.accumulate(upper[lv])
+        upper[lv] = isotonic(upper[lv])
+        lower[lv] = -upper[lv]
     ordered = sorted(levels)
     for narrow, wide in zip(ordered, ordered[1:]):
         tail = laplace_ratio(narrow, wide)

@@ -158,3 +158,18 @@ def test_the_week_is_evident_only_where_it_is() -> None:
     assert weekly_evident(_weekday_series(24 * 14, seed=13), 24, 168)
     assert not weekly_evident(seasonal(24 * 14, level=500, daily=0.5, noise=0.1, seed=14), 24, 168)
     assert not weekly_evident(_weekday_series(24 * 7 + 23, seed=13), 24, 168)  # needs a week and a day
+
+
+def test_leave_one_origin_out_coverage_is_near_the_level_on_exchangeable_errors() -> None:
+    from forecast.backtest import OriginForecast
+    from forecast.types import Prediction
+
+    rng = np.random.default_rng(15)
+    forecasts = []
+    for o in range(12):
+        mean = np.full(72, 100.0)
+        actual = mean + rng.laplace(0, 4, 72)
+        forecasts.append(OriginForecast(o * 24, actual, np.ones(72, dtype=np.bool_), Prediction(mean, {}, {}), 1.0))
+    held = loo_coverage(forecasts, (80, 95))
+    assert 0.74 <= held[80] <= 0.86 and 0.91 <= held[95] <= 0.99, held
+    assert loo_coverage(forecasts[:1], (80, 95)) == {}  # one origin: nothing to leave out

@@ -68,33 +68,34 @@ def uses_week(model: Forecaster, long_season: int) -> bool:
     return isinstance(model, DayTypeProfile) or str(long_season) in model.name
 
 
-def skip(y: F64, pool: Sequence[Forecaster], config: ChoiceConfig) -> set[str]:
-    """Candidates not worth backtesting: with the week evident, the models blind to it can only
-    be fallbacks (about half the fitting time on weekly series: both daily ETS go)."""
+def blind_to_week(y: F64, pool: Sequence[Forecaster], config: ChoiceConfig) -> list[Forecaster]:
+    """With the week evident, the candidates blind to it, in pool order (empty otherwise). They
+    can only be fallbacks, so they are not worth backtesting (about half the fitting time on
+    weekly series: both daily ETS go)."""
     long_m = config.long_season
     if long_m is None or not weekly_evident(y, config.season, long_m):
-        return set()
-    return {c.name for c in pool if not uses_week(c, long_m)}
+        return []
+    return [c for c in pool if not uses_week(c, long_m)]
 
 
 def choose(
-    y: F64, pool: Sequence[Forecaster], runs: dict[str, list[OriginForecast]], config: ChoiceConfig
+    y: F64,
+    pool: Sequence[Forecaster],
+    runs: dict[str, list[OriginForecast]],
+    config: ChoiceConfig,
+    blind: Sequence[Forecaster] = (),
 ) -> Choice:
+    """``blind``: what :func:`blind_to_week` gave for this history (not backtested)."""
     runs = dict(runs)
     by_name: dict[str, Forecaster] = {c.name: c for c in pool}
     flags: list[str] = []
     ranking = rank(runs, [c.name for c in pool])
     ranked = [by_name[name] for _, name in ranking.order]
     long_m = config.long_season
-    weekly = long_m is not None and weekly_evident(y, config.season, long_m)
-
-    def sees_week(model: Forecaster) -> bool:
-        return long_m is not None and uses_week(model, long_m)
-
-    blind: list[Forecaster] = []
-    if weekly:  # the blind ones were not backtested (see ``skip``): fallbacks in pool order
-        blind = [c for c in pool if not sees_week(c)]
-        ranked = [c for c in ranked if sees_week(c)]
+    fallbacks = list(blind)
+    if fallbacks:  # the week is evident: only models that see it compete
+        names = {c.name for c in fallbacks}
+        ranked = [c for c in ranked if c.name not in names]
         flags.append("weekly_evident")
     if config.combine_top >= 2 and len(ranked) >= 2:
         ranked = _with_combinations(ranked, runs, by_name, config)
@@ -105,7 +106,7 @@ def choose(
         # from two weeks on it is used inside a combination, not alone.
         ranked = ranked[1:2] + ranked[:1] + ranked[2:]
         flags.append("snaive_week_demoted")
-    ranked += blind
+    ranked += fallbacks
     if ranked and long_m is not None:
         judged = {name for _, name in ranking.order}
         unjudged = [c for c in pool if isinstance(c, DayTypeProfile) and c.name not in judged]

@@ -45,10 +45,12 @@ MIN_ERRORS = 48  # fewest errors a block's quantiles rest on
 
 @dataclass(frozen=True)
 class Errors:
-    """Signed scaled errors of one origin's forecast and the horizon step of each."""
+    """Signed scaled errors of one origin's forecast, the horizon step of each, and how many
+    steps that origin forecast."""
 
     steps: npt.NDArray[np.intp]
     scaled: F64
+    h: int = 0
 
 
 def scale_of(mean: F64) -> F64:
@@ -63,7 +65,7 @@ def origin_errors(f: OriginForecast) -> Errors:
     with np.errstate(divide="ignore", invalid="ignore"):
         scaled = (f.actual[steps] - f.pred.mean[steps]) / scale[steps]
     keep = np.isfinite(scaled)
-    return Errors(steps[keep], np.asarray(scaled[keep], dtype=np.float64))
+    return Errors(steps[keep], np.asarray(scaled[keep], dtype=np.float64), f.pred.h)
 
 
 def _blocks(h: int) -> list[tuple[int, int]]:
@@ -148,18 +150,19 @@ def bands(errors: Sequence[Errors], h: int, levels: Sequence[int]) -> Bands | No
     return Bands(lower, upper)
 
 
-def loo_coverage(forecasts: Sequence[OriginForecast], levels: Sequence[int]) -> dict[int, float]:
-    """Out-of-sample coverage of the conformal intervals: each origin checked against bands
-    built from the other origins only. Empty when fewer than two origins or too few errors."""
-    errs = [origin_errors(f) for f in forecasts]
+def loo_coverage(errs: Sequence[Errors], levels: Sequence[int]) -> dict[int, float]:
+    """Out-of-sample coverage of the conformal intervals: each origin's errors (from
+    :func:`origin_errors`) checked against bands built from the other origins only. Empty when
+    fewer than two origins or too few errors."""
+    errs = list(errs)
     if len(errs) < 2:
         return {}
     inside = {lv: 0 for lv in levels}
     total = 0
-    for i, (f, e) in enumerate(zip(forecasts, errs)):
+    for i, e in enumerate(errs):
         if e.scaled.shape[0] == 0:
             continue
-        b = bands(errs[:i] + errs[i + 1 :], f.pred.h, levels)
+        b = bands(errs[:i] + errs[i + 1 :], e.h, levels)
         if b is None:
             return {}
         for lv in levels:

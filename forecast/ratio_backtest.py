@@ -16,12 +16,13 @@ origins both were tested on, their forecasts are paired. From the pairs come
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from forecast.backtest import Accumulator, OriginForecast, seasonal_scale
-from forecast.conformal import bands, origin_errors
+from forecast.conformal import Errors, bands, origin_errors
 from forecast.ratio import SCALE, ratio_prediction, residual_correlation
 from forecast.select import SeriesForecast
 from forecast.types import F64, LEVELS, Prediction
@@ -48,11 +49,11 @@ def _pairs(spend: SeriesForecast, tokens: SeriesForecast) -> list[tuple[int, Ori
 
 
 def joint_rho(
-    pairs: list[tuple[int, OriginForecast, OriginForecast]], spend: SeriesForecast, tokens: SeriesForecast
+    errors_s: Sequence[Errors], errors_t: Sequence[Errors], spend: SeriesForecast, tokens: SeriesForecast
 ) -> float:
+    """Correlation of the paired origins' scaled errors, hour by hour."""
     xs, ys = [], []
-    for _, s, t in pairs:
-        es, et = origin_errors(s), origin_errors(t)
+    for es, et in zip(errors_s, errors_t):
         common, i, j = np.intersect1d(es.steps, et.steps, return_indices=True)
         if common.size:
             xs.append(es.scaled[i])
@@ -73,12 +74,12 @@ def ratio_backtest(
     draws: int,
 ) -> RatioBacktest:
     pairs = _pairs(spend, tokens)
-    rho = joint_rho(pairs, spend, tokens)
+    errors_s = [origin_errors(s) for _, s, _ in pairs]
+    errors_t = [origin_errors(t) for _, _, t in pairs]
+    rho = joint_rho(errors_s, errors_t, spend, tokens)
     acc = Accumulator()
     inside = {lv: 0 for lv in LEVELS}
     checked = 0
-    errors_s = [origin_errors(s) for _, s, _ in pairs]
-    errors_t = [origin_errors(t) for _, _, t in pairs]
     for k, (o, s, t) in enumerate(pairs):
         with np.errstate(divide="ignore", invalid="ignore"):
             mean = np.where(t.pred.mean > 0, s.pred.mean / t.pred.mean * SCALE, np.nan)

@@ -5,7 +5,7 @@ point :func:`forecast_series`.
 2. Candidates that the history length allows (:func:`candidates`) are backtested at up to
    ``origins`` origins ``step`` apart counting back from the end; each forecasts up to the
    horizon or what is left of the history (:func:`_origins`). With the week evident, models
-   blind to it are not backtested (:func:`forecast.choose.skip`). AIC is not used: it cannot
+   blind to it are not backtested (:func:`forecast.choose.blind_to_week`). AIC is not used: it cannot
    compare across transforms or with the baselines, and it rewards in-sample fit, not the 72 h
    ahead we are judged on.
 3. :func:`forecast.choose.choose` ranks them on common origins, offers median and mean
@@ -41,7 +41,7 @@ from forecast.baselines import (
     SeasonalMean,
     SeasonalNaive,
 )
-from forecast.choose import choose, skip
+from forecast.choose import blind_to_week, choose
 from forecast.clean import clean
 from forecast.conformal import bands, loo_coverage, origin_errors
 from forecast.daytype import DayTypeProfile
@@ -202,9 +202,9 @@ def _forecast_series(
     pool = list(candidate_fn(y, config))
     origins = _origins(n, horizon, config, pool)
     runs: dict[str, list[OriginForecast]] = {}
-    skipped = skip(y, pool, config)
+    blind = blind_to_week(y, pool, config)
     for cand in pool if origins else []:
-        if cand.name in skipped:
+        if cand in blind:
             continue
         usable = [o for o in origins if o >= cand.min_length]
         if not usable:
@@ -215,7 +215,7 @@ def _forecast_series(
         if run.failures or not run.forecasts:
             continue
         runs[cand.name] = run.forecasts
-    choice = choose(y, pool, runs, config)
+    choice = choose(y, pool, runs, config, blind)
     ranked, runs, scores = choice.ranked, choice.runs, choice.scores
     flags.extend(choice.flags)
     if not ranked:
@@ -240,10 +240,11 @@ def _forecast_series(
             flags.append("fallback")
         backtest = runs.get(model.name, [])
         coverage: dict[int, float] = {}
-        b = bands([origin_errors(f) for f in backtest], horizon, levels) if config.conformal else None
+        errors = [origin_errors(f) for f in backtest]
+        b = bands(errors, horizon, levels) if config.conformal else None
         if b is not None:
             pred = b.apply(pred.mean)
-            coverage = loo_coverage(backtest, levels)
+            coverage = loo_coverage(errors, levels)
         else:  # too little backtest for empirical intervals: the model's own, flagged
             flags.append("intervals_from_model")
         return SeriesForecast(

@@ -118,7 +118,7 @@ def test_intervals_are_the_backtest_errors_and_their_coverage_is_reported() -> N
     expected = b.apply(result.prediction.mean)
     np.testing.assert_allclose(result.prediction.upper[80], expected.upper[80])
     np.testing.assert_allclose(result.prediction.lower[95], expected.lower[95])
-    assert result.coverage == loo_coverage(result.backtest_forecasts, (80, 95))
+    assert result.coverage == loo_coverage([origin_errors(f) for f in result.backtest_forecasts], (80, 95))
 
 
 def test_bands_widen_with_the_horizon_and_nest() -> None:
@@ -170,6 +170,6 @@ def test_leave_one_origin_out_coverage_is_near_the_level_on_exchangeable_errors(
         mean = np.full(72, 100.0)
         actual = mean + rng.laplace(0, 4, 72)
         forecasts.append(OriginForecast(o * 24, actual, np.ones(72, dtype=np.bool_), Prediction(mean, {}, {}), 1.0))
-    held = loo_coverage(forecasts, (80, 95))
+    held = loo_coverage([origin_errors(f) for f in forecasts], (80, 95))
     assert 0.74 <= held[80] <= 0.86 and 0.91 <= held[95] <= 0.99, held
-    assert loo_coverage(forecasts[:1], (80, 95)) == {}  # one origin: nothing to leave out
+    assert loo_coverage([origin_errors(f) for f in forecasts[:1]], (80, 95)) == {}  # one origin: nothing to leave out

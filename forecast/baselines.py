@@ -17,13 +17,13 @@ from forecast.clean import Transform, regular
 from forecast.types import F64, LEVELS, FitError, FitInfo, Fitted, Forecaster, Prediction
 
 
-def _sigma(residuals: F64) -> float:
+def rms(residuals: F64) -> float:
     r = residuals[np.isfinite(residuals)]
     return float(np.sqrt(np.mean(r * r))) if r.size else 0.0
 
 
 @dataclass(frozen=True)
-class _Fitted:
+class PathFit:
     mean: F64
     sd: F64
     residuals: F64
@@ -35,7 +35,7 @@ class _Fitted:
         return Prediction.gaussian(self.mean[:h], self.sd[:h], levels)
 
 
-class _Baseline:
+class Baseline:
     """Baselines precompute a long path at fit time (cheap) and slice it in ``predict``."""
 
     name = "baseline"
@@ -49,7 +49,7 @@ class _Baseline:
         return y
 
 
-class Naive(_Baseline):
+class Naive(Baseline):
     name = "naive"
     min_length = 1
 
@@ -57,10 +57,10 @@ class Naive(_Baseline):
         y = self._require(y)
         resid = np.concatenate([[np.nan], np.diff(y)])
         steps = np.arange(1, self.max_h + 1, dtype=np.float64)
-        return _Fitted(np.full(self.max_h, y[-1]), _sigma(resid) * np.sqrt(steps), resid)
+        return PathFit(np.full(self.max_h, y[-1]), rms(resid) * np.sqrt(steps), resid)
 
 
-class SeasonalNaive(_Baseline):
+class SeasonalNaive(Baseline):
     """The last season again. With ``guard`` (a season of several sub-periods, e.g. a week of
     days) and two earlier seasons in view, a sub-period of the last season that is far from the
     same sub-period in the earlier seasons -- a holiday, an outage, a burst -- is replaced by
@@ -82,8 +82,8 @@ class SeasonalNaive(_Baseline):
             last = _guarded(y, m, self.guard)
         steps = np.arange(self.max_h)
         mean = last[steps % m]
-        sd = _sigma(resid) * np.sqrt(steps // m + 1.0)
-        return _Fitted(mean, sd, resid)
+        sd = rms(resid) * np.sqrt(steps // m + 1.0)
+        return PathFit(mean, sd, resid)
 
 
 def _guarded(y: F64, m: int, sub: int) -> F64:
@@ -104,7 +104,7 @@ def _guarded(y: F64, m: int, sub: int) -> F64:
     return np.asarray(out.reshape(-1), dtype=np.float64)
 
 
-class SeasonalMean(_Baseline):
+class SeasonalMean(Baseline):
     """Each phase of the season forecast by its mean over the last ``cycles`` seasons: seasonal
     naive with the noise of a single (possibly bursty) day averaged out."""
 
@@ -131,10 +131,10 @@ class SeasonalMean(_Baseline):
             past = np.mean([y[c * m - j * m : y.shape[0] - j * m] for j in range(1, c + 1)], axis=0)
             resid[c * m :] = y[c * m :] - past
         steps = np.arange(self.max_h)
-        return _Fitted(profile[steps % m], np.full(self.max_h, _sigma(resid)), resid)
+        return PathFit(profile[steps % m], np.full(self.max_h, rms(resid)), resid)
 
 
-class Drift(_Baseline):
+class Drift(Baseline):
     name = "drift"
     min_length = 2
 
@@ -144,11 +144,11 @@ class Drift(_Baseline):
         slope = (y[-1] - y[0]) / (n - 1)
         resid = np.concatenate([[np.nan], np.diff(y) - slope])
         steps = np.arange(1, self.max_h + 1, dtype=np.float64)
-        sd = _sigma(resid) * np.sqrt(steps * (1.0 + steps / n))
-        return _Fitted(y[-1] + slope * steps, sd, resid)
+        sd = rms(resid) * np.sqrt(steps * (1.0 + steps / n))
+        return PathFit(y[-1] + slope * steps, sd, resid)
 
 
-class LinearTrend(_Baseline):
+class LinearTrend(Baseline):
     """Least-squares line over the last ``window`` points, extrapolated (Prometheus's
     ``predict_linear``); a comparison point for benchmarks, not a candidate."""
 
@@ -165,7 +165,7 @@ class LinearTrend(_Baseline):
         resid = tail - (intercept + slope * x)
         steps = np.arange(1, self.max_h + 1, dtype=np.float64)
         mean = intercept + slope * (x[-1] + steps)
-        return _Fitted(mean, _sigma(resid) * np.sqrt(steps), resid)
+        return PathFit(mean, rms(resid) * np.sqrt(steps), resid)
 
 
 @dataclass(frozen=True)

@@ -18,22 +18,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from forecast.baselines import _Fitted, _sigma
-from forecast.clean import regular
-from forecast.types import F64, FitError, Fitted
+from forecast.baselines import Baseline, PathFit, rms
+from forecast.types import F64, Fitted
 
 
-class DayTypeProfile:
+class DayTypeProfile(Baseline):
     def __init__(self, season: int = 24, week: int = 7, days: int = 21, recent: int = 5) -> None:
         self.season, self.week, self.days, self.recent = season, week, days, recent
         self.name = f"daytype{season}x{week}"
         self.min_length = season * week
 
     def fit(self, y: F64) -> Fitted:
-        y = regular(y)
+        y = self._require(y)
         m, w = self.season, self.week
-        if y.shape[0] < self.min_length:
-            raise FitError(f"{self.name}: needs {self.min_length} points, got {y.shape[0]}")
         k = min(self.days, y.shape[0] // m)
         raw = y[y.shape[0] - k * m :].reshape(k, m)
         # Each day relative to its week's level (weeks counted back from the end): a tenant who
@@ -45,7 +42,7 @@ class DayTypeProfile:
         level_now = float(scale[-1])
         distance = _distances(blocks)
         yardstick = float(np.median(np.diag(distance, 1))) if k > 1 else 0.0
-        horizon_days = -(-_MAX_H // m)
+        horizon_days = -(-self.max_h // m)
         rows = []
         for j in range(horizon_days):
             # This weekday in each past week; a day's distance to the kind is the median of its
@@ -57,13 +54,10 @@ class DayTypeProfile:
             # The most recent similar days only: a level shift two weeks ago is not averaged in.
             recent = np.nonzero(similar)[0][-self.recent :]
             rows.append(blocks[recent].mean(axis=0) * level_now)
-        mean = np.concatenate(rows)[:_MAX_H]
+        mean = np.concatenate(rows)[: self.max_h]
         resid = np.full(y.shape[0], np.nan)
         resid[m * w :] = y[m * w :] - y[: -m * w]
-        return _Fitted(mean, np.full(_MAX_H, _sigma(resid)), resid)
-
-
-_MAX_H = 24 * 31
+        return PathFit(mean, np.full(self.max_h, rms(resid)), resid)
 
 
 def _distances(blocks: F64) -> F64:

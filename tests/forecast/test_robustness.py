@@ -173,3 +173,13 @@ def test_leave_one_origin_out_coverage_is_near_the_level_on_exchangeable_errors(
     held = loo_coverage([origin_errors(f) for f in forecasts], (80, 95))
     assert 0.74 <= held[80] <= 0.86 and 0.91 <= held[95] <= 0.99, held
     assert loo_coverage([origin_errors(f) for f in forecasts[:1]], (80, 95)) == {}  # one origin: nothing to leave out
+
+
+def test_the_day_type_profile_refuses_under_a_week_and_names_what_it_needs() -> None:
+    from forecast.daytype import DayTypeProfile
+    from forecast.types import FitError
+
+    with pytest.raises(FitError, match="daytype24x7: needs 168 points, got 100"):
+        DayTypeProfile().fit(seasonal(100, seed=16))
+    with pytest.raises(FitError, match="no observed values"):
+        DayTypeProfile().fit(np.full(200, np.nan))

@@ -321,6 +321,11 @@ class QuerySettings(Strict):
     subquery_step: DurationMs = Field(
         60_000, description="the step of a subquery written without one, x[5m:] (Prometheus: the evaluation interval)"
     )
+    max_samples: int = Field(
+        50_000_000, ge=1,
+        description="most samples (or rows x steps of an intermediate result) one part of a range query may hold at once; "
+                    "beyond it the query fails with 422 (as Prometheus --query.max-samples)",
+    )
 
 
 class Settings(Strict):

@@ -13,7 +13,7 @@ from promql.lexer import ExprError
 from promql.vector import NAME, Labels, Vector, drop, drop_name, keep_only
 from store.types import Float64Array
 
-_ARITH: dict[str, Callable[[Float64Array, Float64Array], Float64Array]] = {
+ARITH: dict[str, Callable[[Float64Array, Float64Array], Float64Array]] = {
     "+": np.add,
     "-": np.subtract,
     "*": np.multiply,
@@ -21,7 +21,7 @@ _ARITH: dict[str, Callable[[Float64Array, Float64Array], Float64Array]] = {
     "%": np.fmod,
     "^": np.power,
 }
-_COMPARE: dict[str, Callable[[Float64Array, Float64Array], np.ndarray]] = {
+COMPARE: dict[str, Callable[[Float64Array, Float64Array], np.ndarray]] = {
     "==": operator.eq,
     "!=": operator.ne,
     ">": operator.gt,
@@ -45,9 +45,9 @@ def apply(node: Binary, lhs: Vector | float, rhs: Vector | float) -> Vector | fl
 
 def _scalars(node: Binary, a: float, b: float) -> float:
     x, y = np.asarray([a], np.float64), np.asarray([b], np.float64)
-    if node.op in _COMPARE:
-        return float(bool(_COMPARE[node.op](x, y)[0]))
-    return float(_ARITH[node.op](x, y)[0])
+    if node.op in COMPARE:
+        return float(bool(COMPARE[node.op](x, y)[0]))
+    return float(ARITH[node.op](x, y)[0])
 
 
 def _vector_scalar(node: Binary, lhs: Vector | float, rhs: Vector | float) -> Vector:
@@ -56,15 +56,15 @@ def _vector_scalar(node: Binary, lhs: Vector | float, rhs: Vector | float) -> Ve
     n = len(vec.values)
     a = lhs.values if isinstance(lhs, Vector) else np.full(n, float(lhs))
     b = rhs.values if isinstance(rhs, Vector) else np.full(n, float(rhs))
-    if node.op in _COMPARE:
-        hit = np.asarray(_COMPARE[node.op](a, b), dtype=np.bool_)
+    if node.op in COMPARE:
+        hit = np.asarray(COMPARE[node.op](a, b), dtype=np.bool_)
         if node.return_bool:
             return Vector([drop_name(lab) for lab in vec.labels], hit.astype(np.float64))
         return vec.take(hit)
-    return Vector([drop_name(lab) for lab in vec.labels], np.asarray(_ARITH[node.op](a, b), np.float64))
+    return Vector([drop_name(lab) for lab in vec.labels], np.asarray(ARITH[node.op](a, b), np.float64))
 
 
-def _signature(labels: Labels, node: Binary) -> Labels:
+def signature(labels: Labels, node: Binary) -> Labels:
     if not node.matching.on and not node.matching.labels:
         return drop_name(labels)  # the default: every label but the name
     if node.matching.on:
@@ -77,7 +77,7 @@ def _vectors(node: Binary, lhs: Vector, rhs: Vector) -> Vector:
     one, many = (rhs, lhs) if group != "right" else (lhs, rhs)
     one_by_sig: dict[Labels, int] = {}
     for i, lab in enumerate(one.labels):
-        sig = _signature(lab, node)
+        sig = signature(lab, node)
         if sig in one_by_sig:
             side = "right" if one is rhs else "left"
             raise ExprError(
@@ -89,10 +89,10 @@ def _vectors(node: Binary, lhs: Vector, rhs: Vector) -> Vector:
     many_idx, one_idx, out_labels = [], [], []
     seen: set[Labels] = set()
     for i, lab in enumerate(many.labels):
-        j = one_by_sig.get(_signature(lab, node))
+        j = one_by_sig.get(signature(lab, node))
         if j is None:
             continue
-        result = _result_labels(node, lab, one.labels[j])
+        result = result_labels(node, lab, one.labels[j])
         if group is None:
             if result in seen:
                 raise ExprError(f"several series on the left of {node.op} match one on the right; use group_left", node.pos)
@@ -103,18 +103,18 @@ def _vectors(node: Binary, lhs: Vector, rhs: Vector) -> Vector:
     mi, oi = np.asarray(many_idx, np.int64), np.asarray(one_idx, np.int64)
     left_vals = (many if many is lhs else one).values[mi if many is lhs else oi]
     right_vals = (many if many is rhs else one).values[mi if many is rhs else oi]
-    if node.op in _COMPARE:
-        hit = np.asarray(_COMPARE[node.op](left_vals, right_vals), dtype=np.bool_)
+    if node.op in COMPARE:
+        hit = np.asarray(COMPARE[node.op](left_vals, right_vals), dtype=np.bool_)
         if node.return_bool:
             return Vector(out_labels, hit.astype(np.float64))
         keep = np.flatnonzero(hit)
         # A filtering comparison returns the left side's samples (its value, name included).
         lhs_rows = mi if many is lhs else oi
-        return Vector([_filter_labels(node, lhs.labels[k], out_labels[n]) for n, k in zip(keep.tolist(), lhs_rows[keep].tolist())], left_vals[keep])
-    return Vector(out_labels, np.asarray(_ARITH[node.op](left_vals, right_vals), np.float64))
+        return Vector([filter_labels(node, lhs.labels[k], out_labels[n]) for n, k in zip(keep.tolist(), lhs_rows[keep].tolist())], left_vals[keep])
+    return Vector(out_labels, np.asarray(ARITH[node.op](left_vals, right_vals), np.float64))
 
 
-def _result_labels(node: Binary, many_labels: Labels, one_labels: Labels) -> Labels:
+def result_labels(node: Binary, many_labels: Labels, one_labels: Labels) -> Labels:
     matching = node.matching
     if matching.group is None:
         base = keep_only(many_labels, matching.labels) if matching.on else drop(many_labels, matching.labels)
@@ -132,7 +132,7 @@ def _result_labels(node: Binary, many_labels: Labels, one_labels: Labels) -> Lab
     return base
 
 
-def _filter_labels(node: Binary, lhs_labels: Labels, matched: Labels) -> Labels:
+def filter_labels(node: Binary, lhs_labels: Labels, matched: Labels) -> Labels:
     """A filtering comparison keeps the left side's labels, name included, except that a
     one-to-one on(...) keeps only the matched labels (and so loses the name) and ignoring(...)
     drops the ignored ones -- as Prometheus's resultMetric does."""
@@ -147,11 +147,11 @@ def _filter_labels(node: Binary, lhs_labels: Labels, matched: Labels) -> Labels:
 
 
 def _set_op(node: Binary, lhs: Vector, rhs: Vector) -> Vector:
-    right_sigs = {_signature(lab, node) for lab in rhs.labels}
+    right_sigs = {signature(lab, node) for lab in rhs.labels}
     if node.op == "and":
-        return lhs.take(np.asarray([_signature(lab, node) in right_sigs for lab in lhs.labels], bool))
+        return lhs.take(np.asarray([signature(lab, node) in right_sigs for lab in lhs.labels], bool))
     if node.op == "unless":
-        return lhs.take(np.asarray([_signature(lab, node) not in right_sigs for lab in lhs.labels], bool))
-    left_sigs = {_signature(lab, node) for lab in lhs.labels}
-    extra = rhs.take(np.asarray([_signature(lab, node) not in left_sigs for lab in rhs.labels], bool))
+        return lhs.take(np.asarray([signature(lab, node) not in right_sigs for lab in lhs.labels], bool))
+    left_sigs = {signature(lab, node) for lab in lhs.labels}
+    extra = rhs.take(np.asarray([signature(lab, node) not in left_sigs for lab in rhs.labels], bool))
     return Vector(lhs.labels + extra.labels, np.concatenate([lhs.values, extra.values]))

@@ -50,6 +50,7 @@ RANGE_FUNCS = frozenset({
     "avg_over_time", "min_over_time", "max_over_time", "sum_over_time", "count_over_time", "last_over_time",
     "quantile_over_time", "stddev_over_time", "stdvar_over_time", "present_over_time", "absent_over_time",
 })
+TWO_SAMPLE_FUNCS = frozenset({"rate", "increase", "delta", "irate", "deriv", "predict_linear", "holt_winters"})
 DEFAULT_LOOKBACK_MS = 300_000  # an instant selector sees the newest sample up to 5 min old
 DEFAULT_SUBQUERY_STEP_MS = 60_000
 
@@ -184,7 +185,7 @@ class EvalContext:
         end = self._time(node.at) - node.offset_ms
         start = end - node.range_ms
         fetched = self._fetch(node, start - 1, end)
-        return fetched.labels, _without_stale(fetched.seg), start, end
+        return fetched.labels, without_stale(fetched.seg), start, end
 
     def _subquery(self, node: Subquery) -> tuple[list[Labels], Segments, int, int]:
         """The inner expression at every multiple of the step in [t - range, t] (the steps are
@@ -248,7 +249,7 @@ class EvalContext:
         if fn == "absent":
             if len(_vec(args[0])):
                 return Vector.empty()
-            return Vector([_absent_labels(node.args[0])], np.ones(1))
+            return Vector([absent_labels(node.args[0])], np.ones(1))
         if fn == "scalar":
             vec = _vec(args[0])
             return float(vec.values[0]) if len(vec) == 1 else float("nan")
@@ -284,12 +285,13 @@ class EvalContext:
         elif fn == "absent_over_time":
             if (seg.counts > 0).any():
                 return Vector.empty()
-            return Vector([_absent_labels(range_arg)], np.ones(1))
+            return Vector([absent_labels(range_arg)], np.ones(1))
         elif fn in ("stddev_over_time", "stdvar_over_time", "present_over_time"):
             values = stat_over_time(fn, seg)
         else:
             values = over_time(fn, seg)
-        keep = ~np.isnan(values) if fn not in ("deriv", "predict_linear", "holt_winters") else seg.counts >= 2
+        # a window with enough samples answers, even NaN (as Prometheus); an empty one does not
+        keep = seg.counts >= (2 if fn in TWO_SAMPLE_FUNCS else 1)
         # last_over_time acts like an offset and keeps the metric name (Prometheus 2.x)
         named = fn == "last_over_time" and isinstance(range_arg, VectorSelector)
         out = labels if named else drop_names(labels)
@@ -311,7 +313,7 @@ class EvalContext:
         return Vector([drop_name(lab) for lab in vec.labels], np.full(len(vec), self.at_ms / 1000.0))
 
 
-def _absent_labels(node: Node) -> Labels:
+def absent_labels(node: Node) -> Labels:
     """absent()'s labels: the selector's equality matchers (a label matched twice is left out)."""
     sel = node.expr if isinstance(node, Subquery) else node
     if not isinstance(sel, VectorSelector):
@@ -326,7 +328,7 @@ def _absent_labels(node: Node) -> Labels:
     return tuple(sorted((k, v) for k, v in equal.items() if k not in dup))
 
 
-def _without_stale(seg: Segments) -> Segments:
+def without_stale(seg: Segments) -> Segments:
     """Range vectors leave staleness markers out (as Prometheus does)."""
     stale = is_stale_marker(seg.values)
     if not stale.any():

@@ -58,10 +58,10 @@ def over_time(fn: str, seg: Segments) -> Float64Array:
     if fn == "avg_over_time":
         with np.errstate(invalid="ignore", divide="ignore"):
             return _reduce(np.add, seg) / seg.counts
-    if fn == "min_over_time":
-        return _reduce(np.minimum, seg)
+    if fn == "min_over_time":  # NaN only when every sample is NaN, as in Prometheus
+        return _reduce(np.fmin, seg)
     if fn == "max_over_time":
-        return _reduce(np.maximum, seg)
+        return _reduce(np.fmax, seg)
     if fn == "last_over_time":
         out = np.full(len(seg.counts), np.nan)
         ok = seg.counts > 0
@@ -95,19 +95,48 @@ def extrapolated(seg: Segments, range_start_ms: int, range_end_ms: int, is_count
     if not ok.any():
         return out
     first_i, last_i = seg.starts[ok], seg.last_index[ok]
-    first_t, last_t = seg.ts[first_i] / 1000.0, seg.ts[last_i] / 1000.0
-    first_v, last_v = seg.values[first_i], seg.values[last_i]
-    result = last_v - first_v
+    correction = None
     if is_counter:
         diffs, owner, earlier = _within_series_diffs(seg)
         dropped = diffs < 0
-        # At a reset the counter restarted from 0: add back the value it had before the drop.
-        correction = np.bincount(owner[dropped], weights=earlier[dropped], minlength=n)
-        result = result + correction[ok]
+        correction = np.bincount(owner[dropped], weights=earlier[dropped], minlength=n).astype(np.float64)[ok]
+    out[ok] = extrapolate(
+        Edges(seg.ts[first_i], seg.ts[last_i], seg.values[first_i], seg.values[last_i], seg.counts[ok]),
+        correction, range_start_ms, range_end_ms, is_counter, is_rate,
+    )
+    return out
+
+
+@dataclass(slots=True)
+class Edges:
+    """The first and last sample of each window (of two or more samples) and its sample count."""
+
+    first_ts: Int64Array
+    last_ts: Int64Array
+    first_v: Float64Array
+    last_v: Float64Array
+    count: Int64Array
+
+
+def extrapolate(
+    edges: Edges,
+    correction: Float64Array | None,
+    range_start_ms: Int64Array | int,
+    range_end_ms: Int64Array | int,
+    is_counter: bool,
+    is_rate: bool,
+) -> Float64Array:
+    """extrapolatedRate from each window's edges; ``correction``: for a counter, the values
+    it had before each reset inside the window (added back, as the counter restarted at 0)."""
+    first_t, last_t = edges.first_ts / 1000.0, edges.last_ts / 1000.0
+    first_v = edges.first_v
+    result = edges.last_v - first_v
+    if correction is not None:
+        result = result + correction
     sampled = last_t - first_t
-    avg_gap = sampled / (seg.counts[ok] - 1)
-    to_start = first_t - range_start_ms / 1000.0
-    to_end = range_end_ms / 1000.0 - last_t
+    avg_gap = sampled / (edges.count - 1)
+    to_start = first_t - np.asarray(range_start_ms) / 1000.0
+    to_end = np.asarray(range_end_ms) / 1000.0 - last_t
     threshold = avg_gap * 1.1
     with np.errstate(invalid="ignore", divide="ignore"):
         if is_counter:
@@ -118,8 +147,8 @@ def extrapolated(seg: Segments, range_start_ms: int, range_end_ms: int, is_count
         factor = (sampled + start_ext + end_ext) / sampled
         result = result * factor
         if is_rate:
-            result = result / ((range_end_ms - range_start_ms) / 1000.0)
-    out[ok] = result
+            result = result / ((np.asarray(range_end_ms) - np.asarray(range_start_ms)) / 1000.0)
+    out: Float64Array = np.asarray(result, np.float64)
     return out
 
 

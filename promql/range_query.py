@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,11 +20,12 @@ from promql.evaluate import (
     EvalContext,
     Fetched,
     SampleSource,
-    Value,
 )
 from promql.lexer import ExprError
+from promql.matrix import Series, to_series
+from promql.matrix_eval import DEFAULT_MAX_SAMPLES, MatrixEvaluator
 from promql.range_funcs import Segments
-from promql.vector import Labels, Vector
+from promql.vector import Labels
 from store.series_index import Matcher
 from store.types import Float64Array, Int64Array, is_stale_marker
 
@@ -47,13 +47,6 @@ def deadline_after(seconds: float | None, clock: Callable[[], float] = time.mono
             raise QueryTimeout(f"query timed out after {seconds:g}s")
 
     return check
-
-
-@dataclass(frozen=True)
-class Series:
-    labels: Labels
-    ts_ms: Int64Array
-    values: Float64Array
 
 
 class _Window:
@@ -110,10 +103,11 @@ class PreloadedSource:
     before each step time (one vectorised search over all series and steps), so a step costs
     a column lookup instead of a slice of every series."""
 
-    def __init__(self, source: SampleSource, span_ms: int, step_ms: int = 0) -> None:
+    def __init__(self, source: SampleSource, span_ms: int, step_ms: int = 0, horizon_ms: int | None = None) -> None:
         self.source = source
         self.span_ms = span_ms  # how far the later steps reach past the first
         self.step_ms = step_ms
+        self.horizon_ms = horizon_ms  # reads reach past a request's end by span_ms, not past this
         self._windows: dict[tuple[str | None, tuple[Matcher, ...]], _Window] = {}
         self._latest: dict[tuple[object, ...], tuple[int, np.ndarray, _Window]] = {}
 
@@ -122,12 +116,21 @@ class PreloadedSource:
         window = self._windows.get(key)
         if window is None or start_ms < window.lo or end_ms > window.hi:
             lo = start_ms if window is None else min(start_ms, window.lo)
-            hi = max(end_ms + self.span_ms, window.hi if window is not None else end_ms)
+            ahead = end_ms + self.span_ms if self.horizon_ms is None else max(end_ms, min(end_ms + self.span_ms, self.horizon_ms))
+            hi = max(ahead, window.hi if window is not None else end_ms)
             window = self._windows[key] = _Window(lo, hi, self.source.fetch(name, matchers, lo, hi))
         return window
 
     def fetch(self, name: str | None, matchers: tuple[Matcher, ...], start_ms: int, end_ms: int) -> Fetched:
         return self._window(name, matchers, start_ms, end_ms).slice(start_ms, end_ms)
+
+    def newest_at(
+        self, name: str | None, matchers: tuple[Matcher, ...], ends: Int64Array, lookback_ms: int
+    ) -> tuple[list[Labels], np.ndarray, Segments]:
+        """[series, k] -> index into the segments' samples of each series' newest sample in
+        [ends[k] - lookback, ends[k]] (-1: none, or a staleness marker), for every step at once."""
+        window = self._window(name, matchers, int(ends.min()) - lookback_ms - 1, int(ends.max()))
+        return window.labels, window.newest(ends, lookback_ms), window.seg
 
     def latest(
         self, name: str | None, matchers: tuple[Matcher, ...], end_ms: int, lookback_ms: int
@@ -173,33 +176,23 @@ def evaluate_range(
     lookback_ms: int = DEFAULT_LOOKBACK_MS,
     subquery_step_ms: int = DEFAULT_SUBQUERY_STEP_MS,
     deadline: Callable[[], None] | None = None,
+    max_samples: int = DEFAULT_MAX_SAMPLES,
 ) -> list[Series]:
     """The matrix of ``node`` over [start, end] every ``step`` (a scalar expression gives one
-    series without labels). Raises ExprError for a string expression or a bad resolution."""
+    series without labels), every step evaluated at once (:mod:`promql.matrix_eval`). Raises
+    ExprError for a string expression or a bad resolution."""
     from promql.ast import Node
 
     assert isinstance(node, Node)
     check_resolution(start_ms, end_ms, step_ms)
-    preloaded = PreloadedSource(source, end_ms - start_ms, step_ms)
+    preloaded = PreloadedSource(source, end_ms - start_ms, step_ms, horizon_ms=end_ms)
     base = EvalContext(preloaded, start_ms, lookback_ms, start_ms=start_ms, end_ms=end_ms,
                        subquery_step_ms=subquery_step_ms, deadline=deadline)
-    points: dict[Labels, tuple[list[int], list[float]]] = {}
-    for t in range(start_ms, end_ms + 1, step_ms):
-        if deadline is not None:
-            deadline()
-        value: Value = base.at(t).evaluate(node)
-        if isinstance(value, str):
-            raise ExprError("a string expression cannot be evaluated over a range", node.pos)
-        if isinstance(value, Vector):
-            if len(set(value.labels)) != len(value.labels):
-                raise ExprError("vector cannot contain metrics with the same labelset", node.pos)
-            for labels, v in zip(value.labels, value.values.tolist()):
-                ts, vs = points.setdefault(labels, ([], []))
-                ts.append(t)
-                vs.append(v)
-        else:
-            ts, vs = points.setdefault((), ([], []))
-            ts.append(t)
-            vs.append(float(value))
-    return [Series(lab, np.asarray(points[lab][0], np.int64), np.asarray(points[lab][1], np.float64))
-            for lab in sorted(points)]
+    times = np.arange(start_ms, end_ms + 1, step_ms, dtype=np.int64)
+    value = MatrixEvaluator(preloaded, times, base, max_samples).evaluate(node)
+    if isinstance(value, str):
+        raise ExprError("a string expression cannot be evaluated over a range", node.pos)
+    try:
+        return to_series(value, times)
+    except ExprError as exc:
+        raise ExprError(exc.message, node.pos) from None

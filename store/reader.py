@@ -19,7 +19,8 @@ from typing import Literal
 
 import numpy as np
 
-from store.codec import decode
+from store.batch_decode import decode_many
+from store.flat_runs import SeriesRuns, spread, starts_of
 from store.head import NEVER
 from store.quantile import bucket_quantile, parse_le
 from store.rollup import Frame, increases, regroup
@@ -129,8 +130,8 @@ class Reader:
         return [(sid, key) for sid, key in found if sid in live]
 
     def raw_flat(self, selector: Selector, start_ms: int, end_ms: int) -> FlatSamples:
-        """:meth:`raw` as flat arrays, read from the head without a per-series loop when the head
-        covers the window (the common case for recent windows); older parts come from chunks."""
+        """:meth:`raw` as flat arrays, without a per-series loop: the head's window and the
+        decoded chunks below each series' ``head_start`` are interleaved by index arithmetic."""
         found = self.select(selector)
         if not found:
             empty = np.empty(0, np.int64)
@@ -140,29 +141,34 @@ class Reader:
         older = np.flatnonzero(win.head_start > start_ms)
         if len(older) == 0:
             return FlatSamples(found, win.starts, win.counts, win.ts, win.values)
-        chunk_data = self._chunk_samples(sids[older], win.head_start[older], start_ms, end_ms)
-        needs = np.zeros(len(sids), bool)
-        needs[older] = True
-        ts_parts, val_parts = [], []
-        for i, sid in enumerate(sids.tolist()):
-            a = int(win.starts[i])
-            ts, val = win.ts[a : a + int(win.counts[i])], win.values[a : a + int(win.counts[i])]
-            if needs[i]:
-                keep = ts >= win.head_start[i]
-                old_ts, old_val = chunk_data.get(sid, (np.empty(0, np.int64), np.empty(0)))
-                ts, val = np.concatenate([old_ts, ts[keep]]), np.concatenate([old_val, val[keep]])
-            ts_parts.append(ts)
-            val_parts.append(val)
-        counts = np.fromiter((len(t) for t in ts_parts), np.int64, len(ts_parts))
-        starts = np.zeros(len(counts), np.int64)
-        np.cumsum(counts[:-1], out=starts[1:])
-        return FlatSamples(found, starts, counts, np.concatenate(ts_parts), np.concatenate(val_parts))
+        old = self._chunk_flat(sids[older], win.head_start[older], start_ms, end_ms)
+        # chunk samples first, then the head's from head_start on (a suffix of each row's window)
+        row_of = {sid: i for i, sid in enumerate(sids.tolist())}
+        old_rows = np.fromiter((row_of[s] for s in old.run_sids.tolist()), np.int64, len(old.run_sids))
+        old_counts = np.zeros(len(sids), np.int64)
+        old_counts[old_rows] = old.run_lengths
+        head_owner = np.repeat(np.arange(len(sids), dtype=np.int64), win.counts)
+        keep = win.ts >= win.head_start[head_owner]
+        head_counts = np.bincount(head_owner[keep], minlength=len(sids)).astype(np.int64)
+        counts = old_counts + head_counts
+        starts = starts_of(counts)
+        total = int(counts.sum())
+        ts = np.empty(total, np.int64)
+        values = np.empty(total, np.float64)
+        old_at = spread(starts[old_rows], old.run_lengths)
+        ts[old_at], values[old_at] = old.ts, old.values
+        skipped = win.counts - head_counts  # the head samples a row leaves to its chunks
+        head_at = spread(starts + old_counts, head_counts)
+        kept = spread(win.starts + skipped, head_counts)
+        ts[head_at], values[head_at] = win.ts[kept], win.values[kept]
+        return FlatSamples(found, starts, counts, ts, values)
 
     def _samples(
         self, sids: Int64Array, snap: HeadSnapshot, start_ms: int, end_ms: int
     ) -> list[tuple[Int64Array, Float64Array]]:
         """Per series, its samples in [start, end]: chunks below ``head_start``, head from it."""
-        chunk_data = self._chunk_samples(sids, snap.head_start, start_ms, end_ms)
+        old = self._chunk_flat(sids, snap.head_start, start_ms, end_ms)
+        chunk_data = old.by_series()
         out = []
         for i, sid in enumerate(sids.tolist()):
             old_ts, old_val = chunk_data.get(sid, (np.empty(0, np.int64), np.empty(0)))
@@ -171,32 +177,38 @@ class Reader:
             out.append((np.concatenate([old_ts, head_ts[from_head]]), np.concatenate([old_val, head_val[from_head]])))
         return out
 
-    def _chunk_samples(
-        self, sids: Int64Array, below: Int64Array, start_ms: int, end_ms: int
-    ) -> dict[int, tuple[Int64Array, Float64Array]]:
-        """Decoded chunk samples per series in [start, min(end, below[sid] - 1)]."""
-        wanted = [(int(s), int(b)) for s, b in zip(sids, below) if b > start_ms]
-        if not wanted:
-            return {}
-        limit = dict(wanted)
-        upper = min(end_ms, max(limit.values()) - 1)
-        parts: dict[int, list[tuple[Int64Array, Float64Array]]] = {}
+    def _chunk_flat(self, sids: Int64Array, below: Int64Array, start_ms: int, end_ms: int) -> SeriesRuns:
+        """Decoded chunk samples of each series in [start, min(end, below[sid] - 1)], series
+        by series (in the order rows come back) and in time order within each."""
+        wanted = below > start_ms
+        sids, below = sids[wanted], below[wanted]
+        if not len(sids):
+            return SeriesRuns.empty()
+        upper = min(end_ms, int(below.max()) - 1)
+        row_sids: list[int] = []
+        ns: list[int] = []
+        datas: list[bytes] = []
         p = self.store.backend.param
-        for group in batches([s for s, _ in wanted]):
+        for group in batches(sids.tolist()):
             rows = fetch_rows(self.store,
                 f"SELECT series_id, n, data FROM chunks WHERE series_id IN ({', '.join([p] * len(group))}) "
                 f"AND end_ms >= {p} AND start_ms <= {p} ORDER BY series_id, start_ms",
                 (*group, start_ms, upper),
             )
             for sid, n, data in rows:
-                ts, val = decode(bytes(data), int(n))
-                stop = min(end_ms, limit[int(sid)] - 1)
-                a, b = np.searchsorted(ts, [start_ms, stop + 1])
-                parts.setdefault(int(sid), []).append((ts[a:b], val[a:b]))
-        return {
-            sid: (np.concatenate([t for t, _ in chunks]), np.concatenate([v for _, v in chunks]))
-            for sid, chunks in parts.items()
-        }
+                row_sids.append(int(sid))
+                ns.append(int(n))
+                datas.append(bytes(data))
+        if not datas:
+            return SeriesRuns.empty()
+        decoded = decode_many(datas, ns)
+        chunk_sids = np.asarray(row_sids, np.int64)
+        limit = dict(zip(sids.tolist(), below.tolist()))
+        chunk_stop = np.fromiter((min(end_ms, limit[s] - 1) for s in row_sids), np.int64, len(row_sids))
+        stop = np.repeat(chunk_stop, decoded.counts)
+        keep = (decoded.ts >= start_ms) & (decoded.ts <= stop)
+        owner = np.repeat(chunk_sids, decoded.counts)[keep]
+        return SeriesRuns.of(owner, decoded.ts[keep], decoded.values[keep])
 
     # -- instant -----------------------------------------------------------------------------
     def instant(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import insort
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 
 from store.backend import Backend
+from store.postings import NAME, Postings, intersect
 from store.regex import RegexError, label_regex
 from store.types import Int64Array, SeriesKey
 
@@ -82,6 +84,7 @@ class SeriesIndex:
         self._ids: dict[SeriesKey, int] = {}
         self._keys: dict[int, SeriesKey] = {}
         self._by_metric: dict[str, list[int]] = defaultdict(list)
+        self._postings = Postings()
         self._uncommitted: dict[SeriesKey, int] = {}
         self._max_id = 0
 
@@ -95,7 +98,12 @@ class SeriesIndex:
     def _add(self, sid: int, key: SeriesKey) -> None:
         self._ids[key] = sid
         self._keys[sid] = key
-        self._by_metric[key.name].append(sid)
+        by_metric = self._by_metric[key.name]
+        if by_metric and sid < by_metric[-1]:
+            insort(by_metric, sid)
+        else:
+            by_metric.append(sid)
+        self._postings.add(sid, key.labels)
         self._max_id = max(self._max_id, sid)
 
     def get(self, key: SeriesKey) -> int | None:
@@ -156,17 +164,32 @@ class SeriesIndex:
         self._uncommitted = {}
 
     def select(self, selector: Selector) -> list[tuple[int, SeriesKey]]:
+        """The series ``selector`` matches, by id: equality and regex matchers narrow through
+        the postings; what they cannot decide is tested series by series."""
+        lists: list[list[int]] = []
         if selector.metric is not None:
-            candidates: Iterable[int] = self._by_metric.get(selector.metric, ())
-        else:
-            candidates = self._keys
+            lists.append(self._by_metric.get(selector.metric, []))
+        rest: list[Matcher] = []
+        for m in selector.matchers:
+            narrowed = None
+            if m.label == NAME:
+                if m.op == "=":
+                    narrowed = self._by_metric.get(m.value, [])
+                elif m.op == "=~" and not label_regex(m.value).fullmatch(""):
+                    regex = label_regex(m.value)
+                    narrowed = sorted(sid for name, ids in self._by_metric.items() if regex.fullmatch(name) for sid in ids)
+            else:
+                narrowed = self._postings.narrow(m.label, m.op, m.value)
+            if narrowed is None:
+                rest.append(m)
+            else:
+                lists.append(narrowed)
         keys = self._keys
-        if selector.metric is not None and not selector.matchers:
-            found = [(sid, keys[sid]) for sid in candidates]  # the name alone selects
-        else:
-            found = [(sid, keys[sid]) for sid in candidates if selector.matches(keys[sid])]
-        found.sort()
-        return found
+        candidates: Iterable[int] = intersect(lists) if lists else sorted(keys)
+        if not rest:
+            return [(sid, keys[sid]) for sid in candidates]
+        check = Selector(None, tuple(rest))
+        return [(sid, keys[sid]) for sid in candidates if check.matches(keys[sid])]
 
     def keys(self) -> list[SeriesKey]:
         return list(self._keys.values())

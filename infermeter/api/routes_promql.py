@@ -147,7 +147,7 @@ async def query_range(request: Request, runtime: RuntimeDep) -> Any:
         settings = runtime.settings.query
         matrix = await _run(
             lambda: evaluate_range(node, runtime.source, start, end, step, lookback_ms=settings.lookback_delta,
-                                   subquery_step_ms=settings.subquery_step,
+                                   subquery_step_ms=settings.subquery_step, max_samples=settings.max_samples,
                                    deadline=deadline_after(_timeout(params, runtime)))
         )
         result = [{"metric": dict(s.labels), "values": [[_stamp(t), _fmt(v)] for t, v in zip(s.ts_ms.tolist(), s.values.tolist())]}

@@ -82,3 +82,24 @@ def test_a_bug_is_a_json_500_naming_the_route_and_counted(service: tuple[str, Ru
                             "error": "internal error in /api/v1/query_range: RuntimeError (the service log has the details)"}
     assert _count(base, "/api/v1/query_range", "500") == before + 1
     assert httpx.get(f"{base}/health").status_code == 200
+
+
+def test_a_range_query_over_the_sample_limit_is_a_422_naming_the_setting(sqlite_url: str) -> None:
+    from infermeter.settings import QuerySettings
+
+    settings = Settings(store=StoreSettings(url=sqlite_url), gpu=GpuSettings(nvml="off"),
+                        query=QuerySettings(max_samples=500))
+    with serve(settings, ManualClock(T0 + 3_600_000)) as (base, _):
+        samples = [{"metric": "load", "labels": {"n": str(i)}, "ts": T0 + k * 15_000, "value": k}
+                   for i in range(4) for k in range(200)]
+        assert httpx.post(f"{base}/api/v1/samples", json={"samples": samples}).status_code < 300
+        window = {"start": AT, "end": str(T0 / 1000 + 3000), "step": "15"}
+        # 4 series x 201 steps = 804 values at once: over 500
+        big = httpx.get(f"{base}/api/v1/query_range", params={"query": "load", **window})
+        assert big.status_code == 422, big.text[:300]
+        assert big.json()["errorType"] == "execution"
+        assert "too many samples" in big.json()["error"] and "query.max_samples = 500" in big.json()["error"]
+        # the same data asked in a size that fits is answered
+        small = httpx.get(f"{base}/api/v1/query_range", params={"query": "sum(load)", "start": AT,
+                                                                "end": str(T0 / 1000 + 1500), "step": "60"})
+        assert small.status_code == 200 and len(small.json()["data"]["result"][0]["values"]) == 26

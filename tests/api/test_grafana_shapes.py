@@ -134,8 +134,9 @@ def test_bad_input_in_prometheus_error_shape(grafana_view: str) -> None:
         assert huge.status_code == 400 and "11,000 points per timeseries" in huge.json()["error"]
         dup = c.post("/api/v1/query", data={"query": 'label_replace(gpu_utilization_ratio, "gpu", "", "gpu", ".*")', "time": END})
         assert dup.status_code == 422 and dup.json()["errorType"] == "execution"
-        slow = c.post("/api/v1/query_range", data={"query": "max_over_time(gpu_utilization_ratio[60m:1s])",
-                                                   "start": START, "end": END, "step": "15", "timeout": "0.2s"})
+        # a subquery at 1 s over 6 h: more than a millisecond of work however fast the engine
+        slow = c.post("/api/v1/query_range", data={"query": "max_over_time(gpu_utilization_ratio[6h:1s])",
+                                                   "start": START, "end": END, "step": "15", "timeout": "1ms"})
         assert slow.status_code == 503 and slow.json()["errorType"] == "timeout"
         no_match = c.get("/api/v1/series")
         assert no_match.status_code == 400 and no_match.json()["error"] == "no match[] parameter provided"

@@ -96,6 +96,11 @@ class StoreSettings(Strict):
         description="rollup rows of recently read series kept in memory (~72 bytes each) so dashboards that "
         "redraw the same range do not re-read SQL; 0 turns the cache off",
     )
+    chunk_cache_mb: int = Field(
+        256, ge=0,
+        description="decoded chunks of recent reads kept in memory (8-12 bytes a sample, least recently used out) "
+        "so a panel redrawing the last hours does not decompress them again; 0 turns the cache off",
+    )
     max_head_samples: int = Field(
         10_000_000, ge=1_000,
         description="above this many samples in memory (about 24 bytes each), checkpoint early at a minute "
@@ -142,6 +147,7 @@ class StoreSettings(Strict):
             raw_retention_ms=self.retention.raw,
             rollup_retention_ms={60_000: self.retention.rollup_1m, 3_600_000: self.retention.rollup_1h},
             rollup_cache_rows=self.rollup_cache_rows,
+            chunk_cache_bytes=self.chunk_cache_mb * 1024 * 1024,
             max_head_samples=self.max_head_samples,
             max_future_ms=self.max_future,
             max_series=self.max_series,

@@ -35,6 +35,8 @@ class StoreOptions:
     max_head_samples: int = 10_000_000
     # Rollup rows of recently read series kept in memory (about 72 bytes a row); 0 disables.
     rollup_cache_rows: int = 2_000_000
+    # Decoded chunks of recent reads kept in memory (8-12 bytes a sample); 0 disables.
+    chunk_cache_bytes: int = 256 * 1024 * 1024
     # Samples stamped more than this ahead of the store's clock are rejected ("too far in the
     # future"): one sample from a broken clock would otherwise make every real one "too old".
     max_future_ms: int = 10 * MINUTE_MS

@@ -19,8 +19,8 @@ from typing import Literal
 
 import numpy as np
 
-from store.batch_decode import decode_many
-from store.flat_runs import SeriesRuns, spread, starts_of
+from store.chunk_reads import read_chunks
+from store.flat_runs import spread, starts_of
 from store.head import NEVER
 from store.quantile import bucket_quantile, parse_le
 from store.rollup import Frame, increases, regroup
@@ -141,7 +141,7 @@ class Reader:
         older = np.flatnonzero(win.head_start > start_ms)
         if len(older) == 0:
             return FlatSamples(found, win.starts, win.counts, win.ts, win.values)
-        old = self._chunk_flat(sids[older], win.head_start[older], start_ms, end_ms)
+        old = read_chunks(self.store, sids[older], win.head_start[older], start_ms, end_ms)
         # chunk samples first, then the head's from head_start on (a suffix of each row's window)
         row_of = {sid: i for i, sid in enumerate(sids.tolist())}
         old_rows = np.fromiter((row_of[s] for s in old.run_sids.tolist()), np.int64, len(old.run_sids))
@@ -167,7 +167,7 @@ class Reader:
         self, sids: Int64Array, snap: HeadSnapshot, start_ms: int, end_ms: int
     ) -> list[tuple[Int64Array, Float64Array]]:
         """Per series, its samples in [start, end]: chunks below ``head_start``, head from it."""
-        old = self._chunk_flat(sids, snap.head_start, start_ms, end_ms)
+        old = read_chunks(self.store, sids, snap.head_start, start_ms, end_ms)
         chunk_data = old.by_series()
         out = []
         for i, sid in enumerate(sids.tolist()):
@@ -176,39 +176,6 @@ class Reader:
             from_head = head_ts >= snap.head_start[i]
             out.append((np.concatenate([old_ts, head_ts[from_head]]), np.concatenate([old_val, head_val[from_head]])))
         return out
-
-    def _chunk_flat(self, sids: Int64Array, below: Int64Array, start_ms: int, end_ms: int) -> SeriesRuns:
-        """Decoded chunk samples of each series in [start, min(end, below[sid] - 1)], series
-        by series (in the order rows come back) and in time order within each."""
-        wanted = below > start_ms
-        sids, below = sids[wanted], below[wanted]
-        if not len(sids):
-            return SeriesRuns.empty()
-        upper = min(end_ms, int(below.max()) - 1)
-        row_sids: list[int] = []
-        ns: list[int] = []
-        datas: list[bytes] = []
-        p = self.store.backend.param
-        for group in batches(sids.tolist()):
-            rows = fetch_rows(self.store,
-                f"SELECT series_id, n, data FROM chunks WHERE series_id IN ({', '.join([p] * len(group))}) "
-                f"AND end_ms >= {p} AND start_ms <= {p} ORDER BY series_id, start_ms",
-                (*group, start_ms, upper),
-            )
-            for sid, n, data in rows:
-                row_sids.append(int(sid))
-                ns.append(int(n))
-                datas.append(bytes(data))
-        if not datas:
-            return SeriesRuns.empty()
-        decoded = decode_many(datas, ns)
-        chunk_sids = np.asarray(row_sids, np.int64)
-        limit = dict(zip(sids.tolist(), below.tolist()))
-        chunk_stop = np.fromiter((min(end_ms, limit[s] - 1) for s in row_sids), np.int64, len(row_sids))
-        stop = np.repeat(chunk_stop, decoded.counts)
-        keep = (decoded.ts >= start_ms) & (decoded.ts <= stop)
-        owner = np.repeat(chunk_sids, decoded.counts)[keep]
-        return SeriesRuns.of(owner, decoded.ts[keep], decoded.values[keep])
 
     # -- instant -----------------------------------------------------------------------------
     def instant(

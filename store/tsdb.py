@@ -33,6 +33,7 @@ from store.active_series import ActiveSeries, stopped
 from store.append_result import AppendResult as AppendResult
 from store.append_result import RejectReason as RejectReason
 from store.backend import Backend, backend_for
+from store.chunk_cache import ChunkCache
 from store.clock import Clock
 from store.head import EMPTY, NEVER, Head
 from store.options import MINUTE_MS, StoreOptions
@@ -72,6 +73,7 @@ class TimeSeriesStore:
         self.backend: Backend = backend_for(engine.dialect.name)
         self.head = Head()
         self.rollup_cache = RollupCache(self.options.rollup_cache_rows)
+        self.chunk_cache = ChunkCache(self.options.chunk_cache_bytes)
         # Counts checkpoints and retention passes: a rollup cache fill that started under an
         # older epoch may have missed rows and is not kept.
         self.flush_epoch = 0

@@ -29,7 +29,13 @@ from urllib.parse import urlsplit
 import httpx
 
 from collector.engine_version import PATHS, EngineVersionProbe
-from collector.exposition import ParseError, SeriesCache, is_openmetrics_content_type, parse_exposition
+from collector.exposition import (
+    FamilyMeta,
+    ParseError,
+    SeriesCache,
+    is_openmetrics_content_type,
+    parse_exposition,
+)
 from collector.http_client import FetchError, PlainHttpClient, Redirect, supports
 from collector.scrape_auth import CredentialError, ScrapeAuth
 from collector.source import Health, ScrapeResult
@@ -79,6 +85,7 @@ class HttpExpositionSource:
         self.body_limit = body_limit
         self.series_limit = series_limit
         self.cache = SeriesCache()
+        self.families: dict[str, FamilyMeta] = {}
         self.auth = auth
         self.headers = HEADERS
         self._own_client: httpx.AsyncClient | None = None
@@ -163,7 +170,9 @@ class HttpExpositionSource:
 
     def _parse(self, body: bytes, content_type: str, now_ms: int) -> SampleBatch:
         om = True if is_openmetrics_content_type(content_type) else None
-        return parse_exposition(body, default_ts_ms=now_ms, openmetrics=om, cache=self.cache).batch
+        parsed = parse_exposition(body, default_ts_ms=now_ms, openmetrics=om, cache=self.cache)
+        self.families = parsed.families  # the target's HELP/TYPE/UNIT as of its last good scrape
+        return parsed.batch
 
     async def _fetch(self, timeout_s: float) -> tuple[bytes, str]:
         if self.plain is not None:

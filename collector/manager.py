@@ -111,5 +111,15 @@ class ScrapeManager:
         """The newest scraped batch of every target of one kind (before target labels)."""
         return [loop.last_scraped for loop, _ in self._loops.values() if loop.spec.kind == kind]
 
+    def metadata(self) -> dict[str, set[tuple[str, str, str]]]:
+        """(type, help, unit) per metric family, as the exposition targets' last scrapes said
+        (``untyped`` reported as ``unknown``, as Prometheus's metadata API does)."""
+        out: dict[str, set[tuple[str, str, str]]] = {}
+        for loop, _ in self._loops.values():
+            for name, meta in getattr(loop.source, "families", {}).items():
+                kind = "unknown" if meta.type in ("untyped", "") else meta.type
+                out.setdefault(name, set()).add((kind, meta.help, meta.unit))
+        return out
+
     def statuses(self) -> list[TargetStatus]:
         return [loop.status for loop, _ in self._loops.values()]

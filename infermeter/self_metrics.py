@@ -39,6 +39,17 @@ class StoreCollector(Collector):
         yield GaugeMetricFamily(
             "infermeter_store_head_samples", "Samples held in the in-memory head.", value=self.store.head.samples
         )
+        cache = self.store.chunk_cache
+        yield GaugeMetricFamily(
+            "infermeter_store_chunk_cache_bytes", "Bytes of decoded chunks kept for repeated reads.", value=cache.nbytes
+        )
+        lookups = CounterMetricFamily(
+            "infermeter_store_chunk_cache_lookups", "Chunk reads answered from the decoded-chunk cache or not.",
+            labels=["result"],
+        )
+        lookups.add_metric(["hit"], cache.hits)
+        lookups.add_metric(["miss"], cache.misses)
+        yield lookups
 
 
 class ScrapeCollector(Collector):

@@ -92,9 +92,18 @@ class ChunkCache:
                     self._bytes -= old.nbytes
                 self._entries[key] = entry
                 self._bytes += entry.nbytes
-            while self._bytes > self.max_bytes and self._entries:
-                _, dropped = self._entries.popitem(last=False)
-                self._bytes -= dropped.nbytes
+            self._evict()
+
+    def resize(self, max_bytes: int) -> None:
+        """A new budget, entries beyond it dropped at once (oldest first)."""
+        with self._lock:
+            self.max_bytes = max_bytes
+            self._evict()
+
+    def _evict(self) -> None:
+        while self._bytes > self.max_bytes and self._entries:
+            _, dropped = self._entries.popitem(last=False)
+            self._bytes -= dropped.nbytes
 
 
 def assemble(entries: list[_Entry]) -> tuple[Int64Array, Float64Array, Int64Array]:

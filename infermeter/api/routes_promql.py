@@ -159,22 +159,35 @@ async def query_range(request: Request, runtime: RuntimeDep) -> Any:
 
 @router.get("/metadata")
 async def metadata(request: Request, runtime: RuntimeDep, metric: str | None = None, limit: int | None = None) -> Any:
-    """Type, help and unit per metric name: the canonical set's (collector/mapping/canonical.py)
-    and infermeter's own, for the names the store holds."""
+    """Type, help and unit per metric family, for the names the store holds: what the scraped
+    targets' HELP/TYPE/UNIT lines said, and the canonical set's (collector/mapping/canonical.py)
+    for the names infermeter itself writes. A family described differently by two targets lists
+    both, as Prometheus does."""
     from collector.mapping.canonical import CANONICAL
 
     if runtime.engine_client is not None:
         return await forward(runtime, "/api/v1/metadata", await Params.of(request))
     stored = await run_in_threadpool(metric_names, runtime)
+    described: dict[str, set[tuple[str, str, str]]] = runtime.scrapes.metadata() if runtime.scrapes is not None else {}
+    for family, meta in CANONICAL.items():
+        described.setdefault(family, set()).add((meta.type, meta.help, meta.unit))
     data: dict[str, list[dict[str, str]]] = {}
-    for family, meta in sorted(CANONICAL.items()):
-        present = family in stored or (meta.type == "histogram" and f"{family}_bucket" in stored) or (
-            meta.type == "summary" and f"{family}_count" in stored)
+    for family in sorted(described):
+        kinds = {kind for kind, _, _ in described[family]}
+        present = family in stored or any(f"{family}{suffix}" in stored for suffix in _SUFFIXES
+                                          if kinds & _SUFFIXES[suffix])
         if present and (metric is None or metric == family):
-            data[family] = [{"type": meta.type, "help": meta.help, "unit": meta.unit}]
+            data[family] = [{"type": t, "help": h, "unit": u} for t, h, u in sorted(described[family])]
     if limit is not None and limit >= 0:
         data = dict(list(data.items())[:limit])
     return {"status": "success", "data": data}
+
+
+# the series a family of each type is stored under besides its own name
+_SUFFIXES: dict[str, set[str]] = {
+    "_bucket": {"histogram", "gaugehistogram"}, "_count": {"histogram", "summary"}, "_total": {"counter"},
+    "_info": {"info"},
+}
 
 
 @router.get("/status/buildinfo")

@@ -16,13 +16,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from infermeter import __version__
 from infermeter.api.deps import RuntimeDep
 from infermeter.api.engine_proxy import forward
 from infermeter.api.legacy_range import legacy_range
+from infermeter.api.matrix_json import matrix_body
 from infermeter.api.params import BadParam, parse_step_ms
 from infermeter.api.prom_params import ApiError, Endpoint, Params, time_param
 from infermeter.api.prom_params import get_and_post as register_both
@@ -145,14 +146,13 @@ async def query_range(request: Request, runtime: RuntimeDep) -> Any:
         except ExprError as exc:
             raise ApiError("bad_data", exc.message) from None
         settings = runtime.settings.query
-        matrix = await _run(
-            lambda: evaluate_range(node, runtime.source, start, end, step, lookback_ms=settings.lookback_delta,
-                                   subquery_step_ms=settings.subquery_step, max_samples=settings.max_samples,
-                                   deadline=deadline_after(_timeout(params, runtime)))
+        body = await _run(  # evaluated and written as JSON off the event loop
+            lambda: matrix_body(evaluate_range(
+                node, runtime.source, start, end, step, lookback_ms=settings.lookback_delta,
+                subquery_step_ms=settings.subquery_step, max_samples=settings.max_samples,
+                deadline=deadline_after(_timeout(params, runtime))))
         )
-        result = [{"metric": dict(s.labels), "values": [[_stamp(t), _fmt(v)] for t, v in zip(s.ts_ms.tolist(), s.values.tolist())]}
-                  for s in matrix]
-        return _success({"resultType": "matrix", "result": result})
+        return Response(body, media_type="application/json")
     except ApiError as exc:
         return exc.response()
 

@@ -75,7 +75,8 @@ class ChunkCache:
         if not self.enabled or not len(kept):
             return
         starts, counts = starts[kept], counts[kept]
-        narrow = values.astype(np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):  # out of float32's range: not exact, kept float64
+            narrow = values.astype(np.float32)
         exact = narrow.astype(np.float64).view(np.uint64) == values.view(np.uint64)
         # a chunk is float32 when all its values are: one reduce over chunk boundaries
         all_exact = np.logical_and.reduceat(exact, starts)

@@ -22,7 +22,7 @@ import numpy as np
 from store.types import Float64Array, Int64Array
 
 ChunkKey = tuple[int, int, int, int, int]  # id, series_id, start_ms, end_ms, n
-_ENTRY_OVERHEAD = 200  # bytes of Python objects per entry besides its arrays
+_ENTRY_OVERHEAD = 500  # bytes of Python objects per entry besides its arrays (measured: key, entry, array headers, dict slot)
 
 
 @dataclass(slots=True)

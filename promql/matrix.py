@@ -18,6 +18,7 @@ import numpy as np
 
 from promql.lexer import ExprError
 from promql.vector import Labels, Vector
+from store.flat_runs import starts_of
 from store.types import Float64Array, Int64Array
 
 StepScalar = Float64Array  # one value per step
@@ -97,11 +98,7 @@ def group_rows(keys: Sequence[Labels]) -> tuple[Int64Array, list[Labels], Int64A
     seen: dict[Labels, int] = {}
     ids = np.fromiter((seen.setdefault(key, len(seen)) for key in keys), np.int64, len(keys))
     order = np.argsort(ids, kind="stable")
-    counts = np.bincount(ids, minlength=len(seen))
-    begins = np.zeros(len(seen), np.int64)
-    if len(seen) > 1:
-        np.cumsum(counts[:-1], out=begins[1:])
-    return ids, list(seen), order, begins
+    return ids, list(seen), order, starts_of(np.bincount(ids, minlength=len(seen)))
 
 
 def merge_duplicates(m: Matrix) -> Matrix:

@@ -13,8 +13,9 @@ import numpy as np
 from promql import binary
 from promql.aggregate import _groups
 from promql.ast import Aggregate, Binary
-from promql.matrix import Matrix, StepScalar, group_rows
-from promql.vector import Labels, drop_names
+from promql.matrix import Matrix, StepScalar
+from promql.vector import Labels, drop_names, group_index
+from store.flat_runs import starts_of
 
 NATIVE_AGGREGATIONS = frozenset({"sum", "avg", "count", "min", "max", "group", "stddev", "stdvar"})
 
@@ -26,10 +27,7 @@ def aggregate(node: Aggregate, m: Matrix) -> Matrix | None:
         return Matrix.empty(m.steps)
     ids, groups = _groups(m.labels, node.grouping, node.without)
     order = np.argsort(ids, kind="stable")
-    counts_per_group = np.bincount(ids, minlength=len(groups))
-    begins = np.zeros(len(groups), np.int64)
-    if len(groups) > 1:
-        np.cumsum(counts_per_group[:-1], out=begins[1:])
+    begins = starts_of(np.bincount(ids, minlength=len(groups)))
     values, present = m.values[order], m.present[order]
     counts = np.add.reduceat(present.astype(np.int64), begins, axis=0)
     out_present = counts > 0
@@ -81,7 +79,7 @@ def set_operation(node: Binary, lhs: Matrix, rhs: Matrix) -> Matrix:
     """``and``, ``or``, ``unless``: matched by signature at each step."""
     sig_l = [binary.signature(lab, node) for lab in lhs.labels]
     sig_r = [binary.signature(lab, node) for lab in rhs.labels]
-    ids, keys, order, begins = group_rows(sig_l + sig_r)
+    ids, keys = group_index(sig_l + sig_r)  # only the ids: no order or group bounds needed here
     ids_l, ids_r = ids[: len(sig_l)], ids[len(sig_l):]
 
     def presence(ids_side: np.ndarray, m: Matrix) -> np.ndarray:

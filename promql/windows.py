@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from promql.range_funcs import Edges, Segments, extrapolate
+from store.flat_runs import spread, starts_of
 from store.types import Float64Array, Int64Array
 
 _SHIFT = 42  # series number << 42 | time offset: one sorted key for (series, time), 139 years of ms
@@ -65,11 +66,8 @@ class Windows:
     def at_step(self, k: int) -> Segments:
         """Every series' window at step ``k`` as contiguous segments."""
         lo, counts = self.lo[:, k], self.count[:, k]
-        starts = np.zeros(len(counts), np.int64)
-        if len(counts) > 1:
-            np.cumsum(counts[:-1], out=starts[1:])
-        gather = np.repeat(lo - starts, counts) + np.arange(int(counts.sum()), dtype=np.int64)
-        return Segments(self.seg.ts[gather], self.seg.values[gather], starts, counts)
+        gather = spread(lo, counts)
+        return Segments(self.seg.ts[gather], self.seg.values[gather], starts_of(counts), counts)
 
 
 def _series_start_mask(seg: Segments) -> np.ndarray:

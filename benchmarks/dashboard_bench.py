@@ -63,7 +63,8 @@ from tests.dashboard.synthetic import FleetShape
 
 END_MS = 1_800_000_000_000  # 2027-01-15T08:00:00Z
 CALLBACK_GOAL_MS = 200.0
-DRAWN_GOAL_S = 1.5
+DRAWN_GOAL_S = 1.0  # up to 64 GPUs
+DRAWN_GOAL_LARGE_S = 1.5  # a larger fleet (512 GPUs x 7 days)
 POINTS_GOAL = 2000
 BYTES_GOAL_MB = 1.0
 
@@ -151,6 +152,9 @@ def bench_callbacks(base: str, range_ms: int, repeats: int, sink: dict[str, list
                     s.seconds.append(seconds)
                     continue
                 s.cold_s, s.raw_bytes, s.gzip_bytes = seconds, len(body), len(gzip.compress(body, 6))
+                if reply.status_code == 204:  # nothing to update (an editor's button never pressed)
+                    s.state = "no update"
+                    continue
                 response = json.loads(body)["response"]
                 facts = [figure_facts(props.get("figure")) for props in response.values() if "figure" in props]
                 s.points = max((f[1] for f in facts), default=0)
@@ -216,6 +220,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, help="runs of every callback after a cold one (default 10, quick 3)")
     parser.add_argument("--navigations", type=int, help="warm navigations to every page (default 3, quick 1)")
     parser.add_argument("--live-every", type=int, default=60, help="minutes between live cost series points")
+    parser.add_argument("--scrape-seconds", type=int, default=15,
+                        help="seconds between the seeded samples (default 15; the 512-GPU fleet is seeded at 300 to "
+                             "seed in minutes: a 7-day view reads hourly rollups either way)")
     args = parser.parse_args(argv)
     for name, full, quick in (
         ("days", 7.0, 1.0), ("gpus", 64, 16), ("range", "7d", "1d"), ("repeats", 10, 3), ("navigations", 3, 1)
@@ -224,11 +231,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             setattr(args, name, quick if args.quick else full)
     range_ms = duration_ms(args.range)
     nodes = max(1, args.gpus // 8)
+    drawn_goal = DRAWN_GOAL_S if nodes * 8 <= 64 else DRAWN_GOAL_LARGE_S
 
     with tempfile.TemporaryDirectory(prefix="dash-bench-") as tmp:
-        section(f"seeding: {nodes * 8} GPUs × {args.days:g} days of 15 s data")
+        section(f"seeding: {nodes * 8} GPUs × {args.days:g} days of {args.scrape_seconds} s data")
         settings, config = make_settings(Path(tmp))
-        seeded = seed(settings, config, END_MS, hours=args.days * 24, shape=FleetShape(nodes=nodes, gpus_per_node=8),
+        seeded = seed(settings, config, END_MS, hours=args.days * 24, shape=FleetShape(nodes=nodes, gpus_per_node=8, scrape_ms=args.scrape_seconds * 1000),
+
                       live_every_ms=args.live_every * 60_000, log=lambda text: print(text, flush=True))
         size = Path(tmp, "dashboard.db").stat().st_size
         print(f"{len(seeded.fleet.keys):,} series, {seeded.samples / 1e6:.1f} M samples "
@@ -289,11 +298,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         if loads:
             drawn = max(statistics.median(load.warm_s) for load in loads.values())
             sent = max(load.warm_bytes for load in loads.values()) / 1e6
-            print(Target("navigation to all graphs drawn, slowest page, warm cache (s)", drawn, DRAWN_GOAL_S, False).line())
+            print(Target(f"navigation to all graphs drawn, slowest page, warm cache, {nodes * 8} GPUs (s)", drawn,
+                         drawn_goal, False).line())
             print(Target("bytes sent per page (gzip), largest page, warm cache (MB)", sent, BYTES_GOAL_MB, False).line())
         else:
             why = "chromium / chromedriver not installed"
-            print(skipped("navigation to all graphs drawn, slowest page, warm cache (s)", DRAWN_GOAL_S, False, why))
+            print(skipped(f"navigation to all graphs drawn, slowest page, warm cache, {nodes * 8} GPUs (s)", drawn_goal,
+                          False, why))
             print(skipped("bytes sent per page (gzip), largest page, warm cache (MB)", BYTES_GOAL_MB, False, why))
 
 

@@ -8,13 +8,15 @@ counts in ``infermeter_dashboard_panel_errors_total{panel}``. Callback time is o
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Input, Output, State, dcc, html, no_update
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from dashboard.figures.common import Figure, error, message_figure
@@ -46,16 +48,27 @@ def loading_figure(height: int) -> Figure:
     return message_figure("loading…", state="loading", height=height)
 
 
+def digest_id(panel_id: str) -> str:
+    """The store holding a digest of the figure a graph panel shows (see :func:`graph_panel`)."""
+    return f"{panel_id}-digest"
+
+
+def figure_digest(figure: Figure) -> str:
+    return hashlib.blake2b(json.dumps(figure, separators=(",", ":"), default=str).encode(), digest_size=16).hexdigest()
+
+
 def panel_box(panel: Panel) -> html.Div:
     if panel.kind == "graph":
-        body: Any = dcc.Graph(id=panel.id, figure=loading_figure(panel.height), config=GRAPH_CONFIG)
+        body: Any = [dcc.Graph(id=panel.id, figure=loading_figure(panel.height), config=GRAPH_CONFIG),
+                     dcc.Store(id=digest_id(panel.id))]
     else:
         body = html.Div(id=panel.id, children=message("loading…", "loading"))
     style: dict[str, Any] = {"background": "white", "border": "1px solid #e3e3e3", "borderRadius": "6px", "padding": "8px 10px",
                              "minWidth": "0"}
     if panel.wide:
         style["gridColumn"] = "1 / -1"
-    return html.Div([html.H3(panel.title, style={"fontSize": "14px", "margin": "0 0 6px", "fontWeight": "600"}), body],
+    return html.Div([html.H3(panel.title, style={"fontSize": "14px", "margin": "0 0 6px", "fontWeight": "600"}),
+                     *(body if isinstance(body, list) else [body])],
                     className="panel", id=f"{panel.id}-box", style=style)
 
 
@@ -126,13 +139,24 @@ class PanelContext:
         return result
 
 
-def graph_panel(app: Dash, ctx: PanelContext, panel: Panel, build: Callable[[View], Figure]) -> None:
-    def update(range_value: object, models: object, nodes: object, _n: object) -> Figure:
-        view = ctx.view(range_value, models, nodes)
-        return ctx.run(panel.id, lambda: with_markers(build(view), ctx.markers(view)),
-                       lambda text: error(text, panel.height))
+def _unless_shown(figures: Sequence[Figure], shown: Sequence[object]) -> list[Any]:
+    """Figures then their digests, with ``no_update`` for each figure the browser already shows:
+    a live refresh whose data did not change sends nothing and redraws nothing."""
+    digests = [figure_digest(f) for f in figures]
+    fresh = [d != s for d, s in zip(digests, shown)]
+    return ([f if new else no_update for f, new in zip(figures, fresh)]
+            + [d if new else no_update for d, new in zip(digests, fresh)])
 
-    app.callback(Output(panel.id, "figure"), *CONTROL_INPUTS)(update)
+
+def graph_panel(app: Dash, ctx: PanelContext, panel: Panel, build: Callable[[View], Figure]) -> None:
+    def update(range_value: object, models: object, nodes: object, _n: object, shown: object) -> list[Any]:
+        view = ctx.view(range_value, models, nodes)
+        figure = ctx.run(panel.id, lambda: with_markers(build(view), ctx.markers(view)),
+                         lambda text: error(text, panel.height))
+        return _unless_shown([figure], [shown])
+
+    app.callback([Output(panel.id, "figure"), Output(digest_id(panel.id), "data")], *CONTROL_INPUTS,
+                 State(digest_id(panel.id), "data"))(update)
 
 
 def table_panel(app: Dash, ctx: PanelContext, panel: Panel, build: Callable[[View], Any]) -> None:
@@ -147,12 +171,14 @@ def graph_panels(app: Dash, ctx: PanelContext, panels: Sequence[Panel], build: C
     """Several graphs from one read (e.g. spend by model, node, GPU type and tenant)."""
     key = "+".join(p.id for p in panels)
 
-    def update(range_value: object, models: object, nodes: object, _n: object) -> list[Figure]:
+    def update(range_value: object, models: object, nodes: object, _n: object, *shown: object) -> list[Any]:
         view = ctx.view(range_value, models, nodes)
-        return ctx.run(key, lambda: [with_markers(f, ctx.markers(view)) for f in build(view)],
-                       lambda text: [error(text, p.height) for p in panels])
+        figures = ctx.run(key, lambda: [with_markers(f, ctx.markers(view)) for f in build(view)],
+                          lambda text: [error(text, p.height) for p in panels])
+        return _unless_shown(figures, shown)
 
-    app.callback([Output(p.id, "figure") for p in panels], *CONTROL_INPUTS)(update)
+    app.callback([Output(p.id, "figure") for p in panels] + [Output(digest_id(p.id), "data") for p in panels],
+                 *CONTROL_INPUTS, *[State(digest_id(p.id), "data") for p in panels])(update)
 
 
 def table_panels(app: Dash, ctx: PanelContext, panels: Sequence[Panel], build: Callable[[View], Sequence[Any]]) -> None:

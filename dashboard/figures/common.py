@@ -54,8 +54,9 @@ def base_layout(*, y_title: str = "", y_format: str = "", height: int = 300, tim
         "plot_bgcolor": "white",
         "legend": {"orientation": "h", "y": -0.18, "font": {"size": 11}},
         "hovermode": "x unified" if time_axis else "closest",
-        "xaxis": {"gridcolor": "#eee", "zeroline": False},
-        "yaxis": {"title": {"text": y_title}, "gridcolor": "#eee", "zeroline": False, "rangemode": "tozero", "automargin": True},
+        "xaxis": {"gridcolor": "#eee", "zeroline": False, "ticklabeloverflow": "allow", "nticks": 8},
+        "yaxis": {"title": {"text": y_title}, "gridcolor": "#eee", "zeroline": False, "rangemode": "tozero", "automargin": False,
+                  "ticklabeloverflow": "allow", "nticks": 6},
         "meta": {"state": "data"},
     }
     if time_axis:
@@ -63,6 +64,15 @@ def base_layout(*, y_title: str = "", y_format: str = "", height: int = 300, tim
     if y_format:
         layout["yaxis"]["tickformat"] = y_format
     return layout
+
+
+def category_margin(labels: Iterable[str], font_px: int = 9, most: int = 240) -> int:
+    """Pixels that category tick labels need beside their axis, from their length.
+
+    Why not plotly's ``automargin``: it measures every label in the browser and then draws the
+    whole figure a second time with the new margin, which is most of a figure's drawing time."""
+    longest = max((len(label) for label in labels), default=0)
+    return min(most, 14 + int(longest * font_px * 0.62))
 
 
 def _wrap(text: str, width: int = 70) -> str:

@@ -9,7 +9,18 @@ from typing import Any
 
 import numpy as np
 
-from dashboard.figures.common import BAD, MUTED, WARN, Figure, base_layout, colour, compact, empty, stamps
+from dashboard.figures.common import (
+    BAD,
+    MUTED,
+    WARN,
+    Figure,
+    base_layout,
+    category_margin,
+    colour,
+    compact,
+    empty,
+    stamps,
+)
 from dashboard.model import Bar, Event, Line
 
 
@@ -23,7 +34,8 @@ def heatmap_figure(
     height = max(260, min(900, 14 * len(drawn) + 90))
     layout = base_layout(height=height)
     layout["hovermode"] = "closest"
-    layout["yaxis"] = {"automargin": True, "type": "category", "tickfont": {"size": 9}, "autorange": "reversed"}
+    layout["yaxis"] = {"type": "category", "tickfont": {"size": 9}, "autorange": "reversed"}
+    layout["margin"]["l"] = category_margin(row.name for row in drawn)
     trace = {
         "type": "heatmap",
         "x": stamps(drawn[0].ts_ms),
@@ -106,7 +118,7 @@ def outlier_bars_figure(bars: Sequence[Bar], group_means: dict[str, float], *, y
             })
     layout = base_layout(y_title=y_title, time_axis=False)
     layout["xaxis"].update(type="category", tickangle=-60, tickfont={"size": 9})
-    layout["margin"]["b"] = 90
+    layout["margin"]["b"] = max(60, int(category_margin(b.label for b in bars) * 0.87))  # sin 60°
     layout["legend"]["y"] = -0.45
     layout["bargap"] = 0.15
     return {"data": data, "layout": layout}
@@ -162,7 +174,8 @@ def events_figure(events: Sequence[Event], *, empty_text: str, max_per_kind: int
     targets = len({e.target for e in events})
     layout = base_layout(height=max(220, min(600, 22 * targets + 110)))
     layout["hovermode"] = "closest"
-    layout["yaxis"] = {"type": "category", "automargin": True, "tickfont": {"size": 9}}
+    layout["yaxis"] = {"type": "category", "tickfont": {"size": 9}}
+    layout["margin"]["l"] = category_margin(e.target for e in events)
     return {"data": data, "layout": layout}
 
 

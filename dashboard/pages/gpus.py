@@ -7,12 +7,13 @@ import numpy as np
 from dash import Dash
 
 from dashboard.figures.common import Figure
+from dashboard.figures.fleet import FLEET_LINES_MAX, FLEET_TRACES, fleet_lines_figure
 from dashboard.figures.gpus import events_figure, heatmap_figure, imbalance_figure, outlier_bars_figure
-from dashboard.figures.series import lines_figure
 from dashboard.model import Bar, Event, Line
 from dashboard.pages.common import GPU_HINT, Page, hint, window_mean
 from dashboard.panel import Panel, PanelContext, graph_panel
 from dashboard.queries import View, gpu_name
+from dashboard.window import Window
 from store.series_index import Matcher
 
 HEATMAP = Panel("gpu-heatmap", "Utilization per GPU over time", wide=True, height=420)
@@ -28,8 +29,19 @@ TOKENS_HINT = ("no per-GPU tokens/s yet: the cost ledger derives it each minute 
 EVENT_SERIES = ("gpu_last_xid", "gpu_xid_errors_total", "gpu_ecc_errors_total", "gpu_row_remap_failure")
 
 
-def per_gpu(ctx: PanelContext, view: View, metric: str, fn: str = "avg") -> list[Line]:
-    return ctx.queries.range(metric, ctx.queries.gpu_matchers(view.filters), view, fn=fn, name=gpu_name)  # type: ignore[arg-type]
+def per_gpu(ctx: PanelContext, view: View, metric: str, fn: str = "avg", *, fleet: bool = False) -> list[Line]:
+    """One line per GPU. ``fleet``: the figure draws a band and a few GPUs, not every line, so
+    the read may step as finely as for that many traces."""
+    q = ctx.queries
+    g = q.gpu_matchers(view.filters)
+    window = fleet_window(ctx, metric, g, view) if fleet else None
+    return q.range(metric, g, view, fn=fn, name=gpu_name, window=window)  # type: ignore[arg-type]
+
+
+def fleet_window(ctx: PanelContext, metric: str, g: tuple[Matcher, ...] | None, view: View) -> Window:
+    """Steps for a figure of :func:`fleet_lines_figure`: as many traces as it will draw."""
+    gpus = len(ctx.queries.keys(metric, g)) if g is not None else 0
+    return ctx.queries.window_for(metric, g, view, traces=max(1, FLEET_TRACES if gpus > FLEET_LINES_MAX else gpus))
 
 
 def heatmap(ctx: PanelContext, view: View) -> Figure:
@@ -39,7 +51,7 @@ def heatmap(ctx: PanelContext, view: View) -> Figure:
 def memory(ctx: PanelContext, view: View) -> Figure:
     q, t = ctx.queries, ctx.sources.targets
     g = q.gpu_matchers(view.filters)
-    window = q.window_for("gpu_memory_used_bytes", g, view, traces=max(1, len(q.keys("gpu_memory_used_bytes", g or ()))))
+    window = fleet_window(ctx, "gpu_memory_used_bytes", g, view)
     used = q.range("gpu_memory_used_bytes", g, view, name=gpu_name, window=window)
     free = {line.name: line for line in q.range("gpu_memory_free_bytes", g, view, name=gpu_name, window=window)}
     total = {line.name: line for line in q.range("gpu_memory_total_bytes", g, view, name=gpu_name, window=window)}
@@ -54,19 +66,21 @@ def memory(ctx: PanelContext, view: View) -> Figure:
         with np.errstate(invalid="ignore", divide="ignore"):
             lines.append(Line(line.name, line.ts_ms, np.where(denominator > 0, line.values / denominator, np.nan)))
     if lines:
-        return lines_figure(lines, empty_text=hint(view, GPU_HINT), y_title="memory used %", scale=100.0,
-                            thresholds=[(t.gpu_memory_ratio, f"alert at {t.gpu_memory_ratio:.0%}")])
-    return lines_figure(used, empty_text=hint(view, GPU_HINT), y_title="GiB used", scale=1 / 2**30)
+        return fleet_lines_figure(lines, empty_text=hint(view, GPU_HINT), y_title="memory used %", scale=100.0,
+                                  thresholds=[(t.gpu_memory_ratio, f"alert at {t.gpu_memory_ratio:.0%}")], lowest_too=False)
+    return fleet_lines_figure(used, empty_text=hint(view, GPU_HINT), y_title="GiB used", scale=1 / 2**30, lowest_too=False)
 
 
 def power(ctx: PanelContext, view: View) -> Figure:
-    return lines_figure(per_gpu(ctx, view, "gpu_power_watts"), empty_text=hint(view, GPU_HINT), y_title="watts")
+    return fleet_lines_figure(per_gpu(ctx, view, "gpu_power_watts", fleet=True), empty_text=hint(view, GPU_HINT),
+                              y_title="watts")
 
 
 def temperature(ctx: PanelContext, view: View) -> Figure:
     t = ctx.sources.targets
-    return lines_figure(per_gpu(ctx, view, "gpu_temperature_celsius"), empty_text=hint(view, GPU_HINT), y_title="°C",
-                        thresholds=[(t.gpu_temperature_celsius, f"alert at {t.gpu_temperature_celsius:g} °C")])
+    return fleet_lines_figure(per_gpu(ctx, view, "gpu_temperature_celsius", fleet=True), empty_text=hint(view, GPU_HINT),
+                              y_title="°C", lowest_too=False,
+                              thresholds=[(t.gpu_temperature_celsius, f"alert at {t.gpu_temperature_celsius:g} °C")])
 
 
 def throughput(ctx: PanelContext, view: View) -> Figure:
@@ -94,7 +108,7 @@ def throughput(ctx: PanelContext, view: View) -> Figure:
 
 def imbalance(ctx: PanelContext, view: View) -> Figure:
     t = ctx.sources.targets
-    return imbalance_figure(per_gpu(ctx, view, "gpu_utilization_ratio"), high=t.imbalance_high, low=t.imbalance_low,
+    return imbalance_figure(per_gpu(ctx, view, "gpu_utilization_ratio", fleet=True), high=t.imbalance_high, low=t.imbalance_low,
                             empty_text=hint(view, GPU_HINT))
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from dashboard.figures.breakdown import size_figure, spend_bars_figure
 from dashboard.figures.common import compact, empty, error, points_per_trace, state_of
+from dashboard.figures.fleet import EXTREMES, FLEET_LINES_MAX, WEBGL_POINTS, aligned, fleet_lines_figure
 from dashboard.figures.gpus import (
     cap_events,
     events_figure,
@@ -216,3 +217,43 @@ def test_price_tables_render_every_section() -> None:
             "nodes": [], "budgets": []}
     text = json.dumps(prices_tables(book, "USD").to_plotly_json(), default=lambda o: o.to_plotly_json())
     assert "GPU prices" in text and "in effect" in text and "none configured (cost.budgets)" in text
+
+
+def test_a_fleet_of_gpus_is_drawn_as_a_band_and_its_named_extremes() -> None:
+    rng = np.random.default_rng(3)
+    lines = [line(f"node-{i // 8}/{i % 8}", list(200 + 2 * i + rng.normal(0, 1, 30))) for i in range(40)]
+    lines[5] = Line(lines[5].name, lines[5].ts_ms[::2], lines[5].values[::2])  # a GPU scraped at half the rate
+    fig = fleet_lines_figure(lines, empty_text="none", y_title="watts", thresholds=[(300.0, "limit")])
+    names = [t["name"] for t in fig["data"]]
+    assert len(fig["data"]) == 3 + 2 * EXTREMES < FLEET_LINES_MAX
+    assert names[1] == "fleet min–max (40 GPUs)" and names[2] == "fleet median"
+    meta = fig["layout"]["meta"]["fleet"]
+    assert meta["gpus"] == 40
+    assert meta["highest"] == ["node-4/7", "node-4/6", "node-4/5"]  # highest mean first
+    assert meta["lowest"] == ["node-0/0", "node-0/1", "node-0/2"]
+    ts, matrix = aligned(lines)
+    assert len(ts) == 30 and np.isnan(matrix[5, 1]) and matrix[5, 2] == lines[5].values[1]
+    assert fig["data"][0]["y"] == compact(np.nanmin(matrix, axis=0))
+    assert fig["data"][1]["y"] == compact(np.nanmax(matrix, axis=0))
+    assert fig["data"][2]["y"] == compact(np.nanmedian(matrix, axis=0))
+    assert fig["layout"]["shapes"][0]["y0"] == 300.0 and "40 GPUs" in text_of(fig)
+    assert {t["type"] for t in fig["data"]} == {"scatter"}  # few points: SVG
+    json.dumps(fig)
+
+
+def test_fleet_figure_keeps_one_line_per_gpu_for_a_node_and_names_only_the_hot_end_when_asked() -> None:
+    few = [line(f"gpu {i}", [float(i)] * 5) for i in range(FLEET_LINES_MAX)]
+    assert [t["name"] for t in fleet_lines_figure(few, empty_text="none")["data"]] == [f"gpu {i}" for i in range(FLEET_LINES_MAX)]
+    many = [line(f"gpu {i:02d}", [float(i)] * 5) for i in range(FLEET_LINES_MAX + 1)]
+    fig = fleet_lines_figure(many, empty_text="none", lowest_too=False, scale=100.0, thresholds=[(0.5, "half")])
+    assert fig["layout"]["meta"]["fleet"]["lowest"] == [] and len(fig["data"]) == 3 + EXTREMES
+    assert fig["data"][3]["y"] == [1600.0] * 5 and fig["layout"]["shapes"][0]["y0"] == 50.0  # scaled like the data
+    assert state_of(fleet_lines_figure([line("gpu 0", [math.nan])], empty_text="add gpu.nvml")) == "empty"
+
+
+def test_fleet_figure_with_many_points_draws_its_lines_with_webgl() -> None:
+    steps = WEBGL_POINTS // 4
+    lines = [line(f"gpu {i:02d}", list(np.linspace(0, i, steps))) for i in range(32)]
+    fig = fleet_lines_figure(lines, empty_text="none")
+    assert [t["type"] for t in fig["data"]][2:] == ["scattergl"] * (1 + 2 * EXTREMES)
+    assert fig["data"][1]["type"] == "scatter"  # the filled band stays SVG

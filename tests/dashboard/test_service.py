@@ -99,10 +99,12 @@ def test_token_in_the_url_sets_a_session_cookie(served: tuple[str, Runtime, Fast
     assert httpx.get(f"{base}/health").status_code == 200  # the API itself is not behind the dashboard's gate
 
 
-def call_all(base: str, range_ms: int = RANGE_6H, models: list[str] | None = None) -> dict[str, Any]:
+def call_all(base: str, range_ms: int = RANGE_6H, models: list[str] | None = None,
+             shown: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every callback's outputs; ``shown``: what the browser holds already (the digest stores)."""
     deps = httpx.get(f"{base}/dashboard/_dash-dependencies", headers=AUTH).json()
     out: dict[str, Any] = {}
-    values = {"dash-range": range_ms, "dash-model": models, "dash-node": None, "dash-refresh": 0}
+    values = {"dash-range": range_ms, "dash-model": models, "dash-node": None, "dash-refresh": 0, **(shown or {})}
     for call in calls(deps, values):
         reply = httpx.post(f"{base}/dashboard/_dash-update-component", json=call.body, headers=AUTH, timeout=60)
         assert reply.status_code in (200, 204), (call.name, reply.text[:300])  # 204: nothing to do (no click)
@@ -137,6 +139,20 @@ def test_every_callback_draws_seeded_data_within_the_point_ceiling(served: tuple
     budget = values["cost-budget.figure"]
     assert any("crosses" in a["text"] for a in budget["layout"]["annotations"])  # the projected crossing is marked
     assert {o["label"] for o in values["dash-model.options"]} == {"llama-3-70b", "qwen2-7b"}
+
+
+def test_a_refresh_whose_data_did_not_change_sends_no_figure(served: tuple[str, Runtime, FastAPI, FakeForecasts]) -> None:
+    base = served[0]
+    first = call_all(base)
+    digests = {k.split(".")[0]: v for k, v in first.items() if k.endswith("-digest.data")}
+    assert len(digests) == len([k for k in first if k.endswith(".figure")]) >= 30
+    again = call_all(base, shown=digests)  # the live refresh: same clock, same data
+    assert not [k for k in again if k.endswith(".figure")], "unchanged figures were sent again"
+    assert "alerts-active.children" in again  # tables are not held back
+    other = call_all(base, range_ms=RANGE_6H // 2, shown=digests)  # another range: new figures
+    changed = {k for k in other if k.endswith(".figure")}
+    assert "gpu-heatmap.figure" in changed and "req-e2e.figure" in changed
+    assert {k.split(".")[0] for k in other if k.endswith("-digest.data")} == {k.split(".")[0] + "-digest" for k in changed}
 
 
 def test_forecast_panels_say_so_when_a_scope_has_no_forecast(served: tuple[str, Runtime, FastAPI, FakeForecasts]) -> None:

@@ -129,19 +129,26 @@ def cached_rollups(store: TimeSeriesStore, sids: list[int], resolution: int, sta
     missing = [sid for sid in sids if sid not in found]
     if missing:
         p = store.backend.param
+        # A fill reads every row from start on. When the missing series' rows to now would not
+        # fit half the cache, they would be evicted before they are read again (a ledger
+        # walking a week hour by hour re-read the rest of the week every hour): read only the
+        # window and keep nothing.
+        to_now = (store.clock.now_ms() - start_ms) // resolution + 1
+        fill = len(missing) * to_now <= cache.max_rows // 2
+        until = "" if fill else f" AND bucket_ms <= {p}"
         loaded: list[Frame] = []
         for group in batches(missing):
             rows = fetch_rows(store,
                 f'SELECT series_id, bucket_ms, "count", "sum", "min", "max", "first", "last", inc '
                 f"FROM rollups WHERE resolution_ms = {p} AND series_id IN ({', '.join([p] * len(group))}) "
-                f"AND bucket_ms >= {p} ORDER BY series_id, bucket_ms",
-                (resolution, *group, start_ms),
+                f"AND bucket_ms >= {p}{until} ORDER BY series_id, bucket_ms",
+                (resolution, *group, start_ms, *(() if fill else (end_ms,))),
             )
             if rows:
                 loaded.append(frame_from_rows(rows, ALL_COLUMNS))
         fetched = split_by_series(Frame.concat(loaded), missing)
         with store.lock:
-            keep = store.flush_epoch == epoch
+            keep = fill and store.flush_epoch == epoch
             for sid, frame in fetched.items():
                 found[sid] = frame
                 if keep:

@@ -34,6 +34,9 @@ Everything is measured side by side in one run, on the same synthetic data:
 4. **rss** -- ``infermeter up`` on a temporary SQLite store: RSS idle after /ready, then after
    5,000,000 samples pushed as Prometheus text (5,000 series per body, explicit millisecond
    timestamps 15 s apart, starting at the wall clock), peak RSS and VmHWM, HTTP ingest rate.
+5. **stalls** -- append latency and scrape cadence across a 2 h chunk boundary with 100,000
+   series (``--stall-series``; quick: 5,000): PostgreSQL with background checkpoints, PostgreSQL
+   inline, SQLite; see :mod:`benchmarks.store_stalls`.
 
 The output ends with one line per target:
 ``target <name>: <median> [<low>..<high>, median of <n>] (goal <op> <goal>) PASS|SHORT|SKIP``.
@@ -60,8 +63,9 @@ from benchmarks.store_common import FULL, QUICK
 from benchmarks.store_dashboard import bench_dashboard
 from benchmarks.store_ingest import bench_ingest
 from benchmarks.store_rss import bench_rss
+from benchmarks.store_stalls import bench_stalls
 
-SECTIONS = ("ingest", "bytes", "dashboard", "rss")
+SECTIONS = ("ingest", "bytes", "dashboard", "rss", "stalls")
 
 
 # -- main ---------------------------------------------------------------------------------------
@@ -71,6 +75,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {', '.join(SECTIONS)}"
     )
+    parser.add_argument("--stall-series", type=int, help="series in the stalls section (default 100,000; quick 5,000)")
+    parser.add_argument("--stall-head-minutes", type=int, default=20,
+                        help="minutes of 15 s scrapes in the head before the boundary (stalls)")
+    parser.add_argument("--stall-pace-ms", type=float, default=1000.0, help="wall-clock interval between appends (stalls)")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL runs")
     parser.add_argument("--no-vm", action="store_true", help="skip the VictoriaMetrics comparisons")
     args = parser.parse_args(argv)
@@ -106,6 +114,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             targets += bench_dashboard(sizes, tmp, use_vm)
         if "rss" in wanted:
             bench_rss(sizes, tmp)
+        if "stalls" in wanted:
+            series = args.stall_series or (5_000 if args.quick else 100_000)
+            targets += bench_stalls(series, args.stall_head_minutes, args.stall_pace_ms, args.repeats, tmp, use_postgres)
     print(f"\n(total {time.perf_counter() - started:.0f} s, load average {os.getloadavg()[0]:.2f})\n")
     for line in targets:
         print(line)

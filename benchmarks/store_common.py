@@ -48,7 +48,7 @@ def open_store(url: str, start_ms: int) -> tuple[TimeSeriesStore, ManualClock]:
     engine = create_store_engine(url)
     db.upgrade(engine)
     clock = ManualClock(start_ms)
-    store = TimeSeriesStore(engine, clock, StoreOptions())
+    store = TimeSeriesStore(engine, clock, StoreOptions(background_checkpoints=True))  # the service's default
     store.open()
     return store, clock
 

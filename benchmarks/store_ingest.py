@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from benchmarks.store_common import Sizes, close_store, open_store
 from store import ManualClock, SampleBatch, TimeSeriesStore
 
 INGEST_GOAL = 0.7
+SENDERS = 8  # concurrent senders of the group-commit run (scrape workers, one target each)
 
 
 def settle() -> None:
@@ -80,6 +82,50 @@ def feed(store: TimeSeriesStore, clock: ManualClock, fleet: Fleet, scrapes_per_a
         raise SystemExit(f"the store accepted {accepted} of {fleet.samples} samples")
     per = "scrape" if k == 1 else f"{k} scrapes"
     return IngestRun(f"ours, {per} per append ({k * n:,} samples)", appends, fleet.samples, ack_s, durable_s)
+
+
+def feed_concurrent(store: TimeSeriesStore, clock: ManualClock, fleet: Fleet, senders: int) -> IngestRun:
+    """``senders`` threads, each one target's share of the series, append their scrapes as a
+    scrape worker does (each batch durable before the next); the store groups the commits of
+    batches that wait at the same time. The clock follows the newest data."""
+    ids = store.resolve(fleet.keys)
+    by_time = np.ascontiguousarray(fleet.values.T)
+    shares = np.array_split(np.arange(fleet.n_series), senders)
+    accepted = [0] * senders
+    clock_lock = threading.Lock()
+
+    def send(i: int) -> None:
+        mine = shares[i]
+        keys = [fleet.keys[k] for k in mine]
+        for j in range(fleet.n_points):
+            ts = int(fleet.ts_ms[j])
+            with clock_lock:
+                if ts > clock.now_ms():
+                    clock.set(ts)
+            accepted[i] += store.append(SampleBatch.one_per_key(keys, ts, by_time[j, mine], ids[mine])).accepted
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(senders)]
+    settle()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ack_s = time.perf_counter() - started
+    store.checkpoint(force=True)
+    durable_s = time.perf_counter() - started
+    if sum(accepted) != fleet.samples:
+        raise SystemExit(f"the store accepted {sum(accepted)} of {fleet.samples} samples")
+    return IngestRun(f"ours, {senders} concurrent senders (group commit)", senders * fleet.n_points, fleet.samples,
+                     ack_s, durable_s)
+
+
+def ingest_concurrent(url: str, fleet: Fleet, senders: int) -> IngestRun:
+    store, clock = open_store(url, int(fleet.ts_ms[0]))
+    try:
+        return feed_concurrent(store, clock, fleet, senders)
+    finally:
+        close_store(store)
 
 
 def ingest_ours(url: str, fleet: Fleet, scrapes_per_append: int) -> IngestRun:
@@ -227,21 +273,30 @@ def compare_ingest(
     ours: Callable[[int, int], IngestRun],
     raw: Callable[[int], IngestRun],
     floor: Callable[[], IngestRun],
-) -> list[float]:
+    concurrent: Callable[[int], IngestRun] | None = None,
+) -> tuple[list[float], list[float]]:
     """Alternate ours (one scrape per append) and the raw load ``pairs`` times, add one run of
     ten scrapes per append and the commit-per-scrape floor; print the median runs.
     ``ours(pair, scrapes_per_append)``, ``raw(pair)``. Returns raw time / ours (durable) of
-    every pair."""
-    ours_runs, raw_runs = [], []
+    every pair, and of ``concurrent`` (run in every pair too, when given)."""
+    ours_runs, raw_runs, concurrent_runs = [], [], []
     for attempt in range(pairs):
         ours_runs.append(ours(attempt, 1))
         raw_runs.append(raw(attempt))
+        if concurrent is not None:
+            concurrent_runs.append(concurrent(attempt))
     batched = ours(pairs, 10)
     mid_raw = median_run(raw_runs)
-    print_runs(backend, [mid_raw, floor(), median_run(ours_runs), batched], mid_raw, pairs)
+    shown = [mid_raw, floor(), median_run(ours_runs), batched]
+    if concurrent_runs:
+        shown.append(median_run(concurrent_runs))
+    print_runs(backend, shown, mid_raw, pairs)
     ratios = [r.durable_s / o.durable_s for o, r in zip(ours_runs, raw_runs)]
     print(f"  raw / ours, durable, per pair: {spread(ratios)}")
-    return ratios
+    grouped = [r.durable_s / o.durable_s for o, r in zip(concurrent_runs, raw_runs)]
+    if grouped:
+        print(f"  raw / ours with concurrent senders, durable, per pair: {spread(grouped)}")
+    return ratios, grouped
 
 
 def bench_ingest(sizes: Sizes, tmp: Path, use_postgres: bool) -> tuple[list[str], Path, Fleet]:
@@ -262,7 +317,7 @@ def bench_ingest(sizes: Sizes, tmp: Path, use_postgres: bool) -> tuple[list[str]
     def sqlite_file(name: str, attempt: int) -> Path:
         return tmp / f"{name}_{attempt}.sqlite"
 
-    ratios = compare_ingest(
+    ratios, _ = compare_ingest(
         "SQLite",
         sizes.ingest_runs,
         lambda attempt, k: ingest_ours(f"sqlite:///{sqlite_file(f'ours_x{k}', attempt)}", fleet, k),
@@ -289,6 +344,11 @@ def bench_ingest(sizes: Sizes, tmp: Path, use_postgres: bool) -> tuple[list[str]
         with postgres_database("imbench_commits") as name:
             return raw_commit_per_scrape_postgres(name, fleet)
 
-    ratios = compare_ingest("PostgreSQL", sizes.ingest_runs, pg_ours, pg_raw, pg_floor)
+    def pg_concurrent(_attempt: int) -> IngestRun:
+        with postgres_database("imbench_group") as name:
+            return ingest_concurrent(pg_store_url(name), fleet, SENDERS)
+
+    ratios, grouped = compare_ingest("PostgreSQL", sizes.ingest_runs, pg_ours, pg_raw, pg_floor, pg_concurrent)
     lines.append(Target.median_of("ingest_postgres_vs_raw", ratios, INGEST_GOAL, True).line())
+    lines.append(Target.median_of(f"ingest_postgres_{SENDERS}_senders_vs_raw", grouped, INGEST_GOAL, True).line())
     return lines, sqlite_file("ours_x1", 0), fleet

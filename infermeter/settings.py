@@ -59,6 +59,17 @@ class RetentionSettings(Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
+class ColdTierSettings(Strict):
+    """Raw chunks older than `after` move to Parquet files at `url`; reads of old ranges read them
+    back. Off while `url` is empty. With it on, retention.raw no longer deletes raw chunks: they
+    move, and the cold tier keeps them for `retention`."""
+
+    url: str = Field("", description="a directory (./data/cold) or an fsspec URL (s3://bucket/prefix with s3fs installed)")
+    after: DurationMs = Field(3 * 86_400_000, description="chunks whose newest sample is older than this move to the cold tier")
+    retention: DurationMs = Field(365 * 86_400_000, description="how long the cold tier keeps a file (by its newest sample)")
+    interval: DurationMs = Field(600_000, description="how often due chunks are moved")
+
+
 class StoreSettings(Strict):
     backend: Literal["embedded", "remote"] = Field(
         "embedded", description="embedded: samples in the database at url; remote: samples in the engine at "
@@ -89,7 +100,12 @@ class StoreSettings(Strict):
     checkpoint_grace: DurationMs = Field(
         60_000, description="once some series are due for a checkpoint, wait at most this long for the rest"
     )
+    background_checkpoints: bool = Field(
+        True, description="PostgreSQL: checkpoints write chunks and rollups on their own connection and thread, so "
+        "appends never wait for them (SQLite has one writer: there they stay inline)",
+    )
     retention: RetentionSettings = Field(RetentionSettings(), description="how long each resolution is kept")
+    cold_tier: ColdTierSettings = Field(ColdTierSettings(), description=ColdTierSettings.__doc__)
     maintenance_interval: DurationMs = Field(30_000, description="idle flushes and retention run this often")
     rollup_cache_rows: int = Field(
         2_000_000, ge=0,
@@ -151,6 +167,11 @@ class StoreSettings(Strict):
             max_head_samples=self.max_head_samples,
             max_future_ms=self.max_future,
             max_series=self.max_series,
+            background_checkpoints=self.background_checkpoints,
+            cold_url=self.cold_tier.url,
+            cold_after_ms=self.cold_tier.after,
+            cold_retention_ms=self.cold_tier.retention,
+            cold_interval_ms=self.cold_tier.interval,
         )
 
 

@@ -1,14 +1,21 @@
 """Checkpoint: head samples below each series' cutoff become chunks and rollups, atomically.
 
 One transaction writes the chunks, folds the rollups (merging the rare bucket that an
-earlier, unaligned flush already started), deletes every write-ahead row and writes a single
-new one holding the samples still unflushed. Either all of it commits or none of it does, so
-after a crash at any point the write-ahead table plus the chunks hold every sample exactly once.
+earlier, unaligned flush already started), deletes the write-ahead rows the plan covers and
+writes a single new one holding their samples still unflushed. Either all of it commits or
+none of it does, so after a crash at any point the write-ahead table plus the chunks hold
+every sample exactly once.
+
+Three steps, so that the slow middle one can run off the store's lock (see
+:mod:`store.background`): :func:`plan_checkpoint` takes what to write from the head,
+:func:`write_checkpoint` writes it in the caller's transaction, :func:`apply_checkpoint`
+moves the head's marks once that transaction committed.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,17 +39,37 @@ log = logging.getLogger(__name__)
 SLICE_SAMPLES = 250_000
 
 
-def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
-                   drop: npt.NDArray[np.bool_] | None = None) -> int:
-    """``drop``: series that keep no flushed samples in memory (stopped, under pressure)."""
+@dataclass
+class Plan:
+    """What one checkpoint writes, taken from the head under the store's lock.
+
+    ``wal_upto``: the newest write-ahead row at that moment. Rows after it were appended while
+    the plan was written and stay; the samples of the rows up to it that stay unflushed are
+    the ``carry``."""
+
+    cutoff: Int64Array
+    keep_from: Int64Array
+    marked: Int64Array
+    flush: tuple[Int64Array, Int64Array, Float64Array]
+    carry: tuple[Int64Array, Int64Array, Float64Array]
+    wal_upto: int
+    written: list[tuple[int, Frame, Frame]] = field(default_factory=list)
+    carry_id: int = 0
+
+    @property
+    def samples(self) -> int:
+        return int(len(self.flush[0]))
+
+
+def plan_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
+                    drop: npt.NDArray[np.bool_] | None = None) -> Plan | None:
+    """The checkpoint's plan (call with the store's lock held), or None when nothing is due.
+
+    ``drop``: series that keep no flushed samples in memory (stopped, under pressure)."""
     head = store.head
-
-    def keep_from() -> Int64Array:
-        keep = np.where(head.last_ts == NEVER, head.last_ts, head.last_ts - retain_ms)
-        if drop is not None:
-            keep[drop] = head.last_ts[drop] + 1
-        return keep
-
+    keep = np.where(head.last_ts == NEVER, head.last_ts, head.last_ts - retain_ms)
+    if drop is not None:
+        keep[drop] = head.last_ts[drop] + 1
     live = head.last_ts != NEVER
     marked = np.flatnonzero(live & (cutoff > head.flushed_until) & (head.last_ts >= head.flushed_until))
     if not head.may_hold_unflushed_below(cutoff):
@@ -52,33 +79,55 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
         if len(marked):
             head.mark_flushed(marked, cutoff)
             store.flush_epoch += 1
-            head.trim(keep_from())
-        return 0
-    sid, ts, val = head.unflushed_below(cutoff)
-    if len(sid) == 0 and len(marked) == 0:
-        return 0
+            head.trim(keep)
+        return None
+    flush = head.unflushed_below(cutoff)
+    if len(flush[0]) == 0 and len(marked) == 0:
+        return None
     all_sid, all_ts, all_val = head.unflushed()
     rest = all_ts >= cutoff[all_sid] if len(all_sid) else np.zeros(0, bool)
     carry = (all_sid[rest], all_ts[rest], all_val[rest])
-    del all_sid, all_ts, all_val, rest
+    return Plan(cutoff.copy(), keep, marked, flush, carry, store.last_wal_id)
 
-    written: list[tuple[int, Frame, Frame]] = []
-    with store.transaction() as cur:
-        for lo, hi in _slices(sid, SLICE_SAMPLES):
-            written.extend(_flush_slice(store, cur, sid[lo:hi], ts[lo:hi], val[lo:hi]))
-        cur.execute("DELETE FROM wal")
-        if len(carry[0]):
-            store.backend.insert_wal(cur, store.clock.now_ms(), len(carry[0]), encode_wal(*carry))
 
-    head.mark_flushed(marked, cutoff)
-    for resolution, frame, overlap in written:
+def write_checkpoint(store: TimeSeriesStore, cur: Any, plan: Plan) -> None:
+    """Chunks and rollups of the plan, the write-ahead rows it covers deleted and its carry
+    written, on ``cur`` inside one transaction the caller commits. Needs no store lock: it
+    reads the head only for ``flushed_until``, which only the checkpoint itself moves."""
+    sid, ts, val = plan.flush
+    for lo, hi in _slices(sid, SLICE_SAMPLES):
+        plan.written.extend(_flush_slice(store, cur, sid[lo:hi], ts[lo:hi], val[lo:hi]))
+    p = store.backend.param
+    cur.execute(f"DELETE FROM wal WHERE id <= {p}", (plan.wal_upto,))
+    if len(plan.carry[0]):
+        plan.carry_id = store.backend.insert_wal(cur, store.clock.now_ms(), len(plan.carry[0]), encode_wal(*plan.carry))
+
+
+def apply_checkpoint(store: TimeSeriesStore, plan: Plan) -> None:
+    """The head and caches after the plan's transaction committed (store lock held)."""
+    head = store.head
+    head.mark_flushed(plan.marked, plan.cutoff)
+    for resolution, frame, overlap in plan.written:
         # A merged bucket replaced a row a cached series already holds: refetch that series.
         store.rollup_cache.invalidate(resolution, overlap.sid.tolist())
         store.rollup_cache.extend(resolution, frame)
     store.flush_epoch += 1
-    head.trim(keep_from())
-    log.debug("checkpoint: %d samples flushed, %d carried", len(sid), len(carry[0]))
-    return int(len(sid))
+    # The next plan deletes up to the newest row: the carry is one of them from now on.
+    store.last_wal_id = max(store.last_wal_id, plan.carry_id)
+    head.trim(plan.keep_from)
+    log.debug("checkpoint: %d samples flushed, %d carried", plan.samples, len(plan.carry[0]))
+
+
+def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
+                   drop: npt.NDArray[np.bool_] | None = None) -> int:
+    """A whole checkpoint on the store's own connection (store lock held)."""
+    plan = plan_checkpoint(store, cutoff, retain_ms, drop)
+    if plan is None:
+        return 0
+    with store.transaction() as cur:
+        write_checkpoint(store, cur, plan)
+    apply_checkpoint(store, plan)
+    return plan.samples
 
 
 def _slices(sid: Int64Array, budget: int) -> list[tuple[int, int]]:

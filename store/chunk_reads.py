@@ -10,6 +10,7 @@ import numpy as np
 
 from store.batch_decode import DecodedChunks, decode_many
 from store.chunk_cache import ChunkKey, assemble
+from store.cold_tier import cold_chunks
 from store.flat_runs import SeriesRuns, spread, starts_of
 from store.rollup_reads import batches, fetch_rows
 from store.types import Int64Array
@@ -34,9 +35,18 @@ def read_chunks(store: TimeSeriesStore, sids: Int64Array, below: Int64Array, sta
             f"AND end_ms >= {p} AND start_ms <= {p} ORDER BY series_id, start_ms",
             (*group, start_ms, upper),
         )
+    blobs: dict[int, bytes] = {}
+    if store.cold is not None:
+        cold = cold_chunks(store, store.cold, sids.tolist(), start_ms, upper)
+        if cold:
+            # A chunk moved while this read listed it is in both: once, from the file.
+            hot = {k[0] for k in keys}
+            keys = sorted(keys + [(c[0], c[1], c[2], c[3], c[4]) for c in cold if c[0] not in hot],
+                          key=lambda k: (k[1], k[2]))
+            blobs = {c[0]: bytes(c[5]) for c in cold}
     if not keys:
         return SeriesRuns.empty()
-    ts, values, counts = _decoded(store, keys)
+    ts, values, counts = _decoded(store, keys, blobs)
     chunk_sids = np.fromiter((k[1] for k in keys), np.int64, len(keys))
     limit = dict(zip(sids.tolist(), below.tolist()))
     chunk_stop = np.fromiter((min(end_ms, limit[k[1]] - 1) for k in keys), np.int64, len(keys))
@@ -44,14 +54,14 @@ def read_chunks(store: TimeSeriesStore, sids: Int64Array, below: Int64Array, sta
     return SeriesRuns.of(np.repeat(chunk_sids, counts)[keep], ts[keep], values[keep])
 
 
-def _decoded(store: TimeSeriesStore, keys: list[ChunkKey]) -> tuple[Int64Array, np.ndarray, Int64Array]:
+def _decoded(store: TimeSeriesStore, keys: list[ChunkKey], blobs: dict[int, bytes]) -> tuple[Int64Array, np.ndarray, Int64Array]:
     """Every chunk's samples back to back in ``keys`` order: cached ones assembled, the others
     read by id and decoded in one batch (and cached)."""
     cache = store.chunk_cache
     entries = cache.lookup(keys)
     miss = [i for i, e in enumerate(entries) if e is None]
     if len(miss) == len(keys):
-        decoded = _decode(store, keys)
+        decoded = _decode(store, keys, blobs)
         cache.store(keys, decoded.ts, decoded.values, decoded.starts, decoded.counts)
         return decoded.ts, decoded.values, decoded.counts
     hit = [i for i, e in enumerate(entries) if e is not None]
@@ -59,7 +69,7 @@ def _decoded(store: TimeSeriesStore, keys: list[ChunkKey]) -> tuple[Int64Array, 
     if not miss:
         return hit_ts, hit_values, hit_counts
     missed = [keys[i] for i in miss]
-    decoded = _decode(store, missed)
+    decoded = _decode(store, missed, blobs)
     cache.store(missed, decoded.ts, decoded.values, decoded.starts, decoded.counts)
     counts = np.empty(len(keys), np.int64)
     hit_rows, miss_rows = np.asarray(hit, np.int64), np.asarray(miss, np.int64)
@@ -73,11 +83,12 @@ def _decoded(store: TimeSeriesStore, keys: list[ChunkKey]) -> tuple[Int64Array, 
     return ts, values, counts
 
 
-def _decode(store: TimeSeriesStore, keys: list[ChunkKey]) -> DecodedChunks:
-    """The chunks of ``keys`` (in that order) read by id and decoded together."""
-    data: dict[int, bytes] = {}
+def _decode(store: TimeSeriesStore, keys: list[ChunkKey], blobs: dict[int, bytes]) -> DecodedChunks:
+    """The chunks of ``keys`` (in that order) decoded together: blobs of the cold tier as given,
+    the others read by id."""
+    data: dict[int, bytes] = {k[0]: blobs[k[0]] for k in keys if k[0] in blobs}
     p = store.backend.param
-    for group in batches([k[0] for k in keys]):
+    for group in batches([k[0] for k in keys if k[0] not in blobs]):
         for cid, blob in fetch_rows(store, f"SELECT id, data FROM chunks WHERE id IN ({', '.join([p] * len(group))})", group):
             data[int(cid)] = bytes(blob)
     present = [k for k in keys if k[0] in data]

@@ -43,6 +43,16 @@ class StoreOptions:
     # Active series (written or created within idle_flush_ms) the store takes; a new series
     # beyond it is refused ("series_limit") and its samples with it. 0: no limit.
     max_series: int = 0
+    # PostgreSQL: checkpoints on their own connection and thread, off the append path
+    # (store.background). Off here so that a bare store flushes inline and predictably;
+    # the service turns it on (store.background_checkpoints).
+    background_checkpoints: bool = False
+    # The cold tier (store.cold_tier): chunks ending more than cold_after_ms ago move to
+    # Parquet files under cold_url (a directory or an fsspec URL); "" keeps everything hot.
+    cold_url: str = ""
+    cold_after_ms: int = 3 * DAY_MS
+    cold_retention_ms: int = 365 * DAY_MS
+    cold_interval_ms: int = 10 * MINUTE_MS
 
     def __post_init__(self) -> None:
         for resolution in self.rollup_resolutions_ms:

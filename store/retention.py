@@ -1,4 +1,5 @@
-"""Retention: drop raw chunks and rollups older than their resolution's window."""
+"""Retention: drop raw chunks and rollups older than their resolution's window (raw chunks
+only without a cold tier: with one they move there, and its own retention drops them)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ def apply_retention(store: TimeSeriesStore, now_ms: int) -> dict[str, int]:
     p = store.backend.param
     deleted: dict[str, int] = {}
     with store.transaction() as cur:
-        cur.execute(f"DELETE FROM chunks WHERE end_ms < {p}", (now_ms - opts.raw_retention_ms,))
-        deleted["chunks"] = max(cur.rowcount, 0)
+        if store.cold is None:  # with a cold tier, raw chunks move there instead (store.cold_tier)
+            cur.execute(f"DELETE FROM chunks WHERE end_ms < {p}", (now_ms - opts.raw_retention_ms,))
+            deleted["chunks"] = max(cur.rowcount, 0)
         for resolution in opts.rollup_resolutions_ms:
             horizon = now_ms - opts.rollup_retention_ms[resolution]
             cur.execute(

@@ -8,6 +8,7 @@ Tables (all timestamps integer milliseconds UTC):
 * ``chunks``   — per series, compressed blocks of samples (see :mod:`store.codec`).
 * ``rollups``  — per series and bucket at each rollup resolution: count, sum, min, max,
                  first, last and the reset-corrected increase inside the bucket.
+* ``cold_files`` — Parquet files of chunks moved to the cold tier.
 
 Later parts of the service add their own tables to :data:`metadata`.
 """
@@ -92,6 +93,23 @@ rollups = Table(
     # No secondary index: it would add a third of the cost of every checkpoint, while
     # retention (the only reader by time alone) runs every few minutes and can scan.
     sqlite_with_rowid=False,
+)
+
+# The cold tier (store.cold_tier): one row per Parquet file of chunks moved out of ``chunks``.
+# A chunk is in exactly one of the two: the row is written and the chunks deleted in one
+# transaction, after the file is complete; a file no row names is left over from a crash.
+cold_files = Table(
+    "cold_files",
+    metadata,
+    Column("id", IdType, primary_key=True, autoincrement=True),
+    Column("path", Text, nullable=False),
+    Column("start_ms", BigInteger, nullable=False),
+    Column("end_ms", BigInteger, nullable=False),
+    Column("chunks", Integer, nullable=False),
+    Column("samples", BigInteger, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("created_ms", BigInteger, nullable=False),
+    Index("ix_cold_files_end_ms", "end_ms"),
 )
 
 ROLLUP_COLUMNS = ("count", "sum", "min", "max", "first", "last", "inc")

@@ -33,8 +33,11 @@ from store.active_series import ActiveSeries, stopped
 from store.append_result import AppendResult as AppendResult
 from store.append_result import RejectReason as RejectReason
 from store.backend import Backend, backend_for
+from store.background import BackgroundCheckpoints
 from store.chunk_cache import ChunkCache
 from store.clock import Clock
+from store.cold_tier import ColdTier, MoveResult
+from store.group_commit import AppendQueue, Part, Pending, combined, per_owner
 from store.head import EMPTY, NEVER, Head
 from store.options import MINUTE_MS, StoreOptions
 from store.rollup_cache import RollupCache
@@ -79,6 +82,16 @@ class TimeSeriesStore:
         self.flush_epoch = 0
         self.index = SeriesIndex()
         self.lock = threading.RLock()
+        # Taken before ``lock``: one checkpoint at a time, inline or in the background.
+        self.checkpoint_lock = threading.Lock()
+        self.last_wal_id = 0
+        # While a background checkpoint writes its plan: per series, the cutoff below which
+        # new samples are refused as too old (None when none is in flight).
+        self.pending_floor: Int64Array | None = None
+        self.background: BackgroundCheckpoints | None = None
+        self._queue = AppendQueue()
+        self.cold: ColdTier | None = ColdTier(self.options.cold_url) if self.options.cold_url else None
+        self._last_cold_ms = NEVER
         self._conn: Any = None
         self._due_since: float | None = None
         self._pressure_at = self.options.max_head_samples
@@ -105,11 +118,15 @@ class TimeSeriesStore:
                     self.head.flushed_until[int(sid)] = int(end_ms) + 1
                     self.head.head_start[int(sid)] = int(end_ms) + 1
                 replayed = 0
-                for (payload,) in conn.execute(select(schema.wal.c.payload).order_by(schema.wal.c.id)):
+                for wal_id, payload in conn.execute(select(schema.wal.c.id, schema.wal.c.payload).order_by(schema.wal.c.id)):
                     sid, ts, val = decode_wal(payload)
                     replayed += self._replay(sid, ts, val)
+                    self.last_wal_id = max(self.last_wal_id, int(wal_id))
             if not self.read_only:
                 self._conn = self.engine.raw_connection()
+                if self.options.background_checkpoints and self.backend.name == "postgresql":
+                    self.background = BackgroundCheckpoints(self)
+                    self.background.start()
             log.info("store opened: %d series, %d samples replayed into the head", len(self.index), replayed)
 
     def _replay(self, sid: Int64Array, ts: Int64Array, val: Float64Array) -> int:
@@ -123,6 +140,9 @@ class TimeSeriesStore:
         return int(len(sid))
 
     def close(self, flush: bool = True) -> None:
+        if self.background is not None:
+            self.background.stop()
+            self.background = None
         with self.lock:
             if self._conn is not None:
                 if flush:
@@ -132,43 +152,82 @@ class TimeSeriesStore:
 
     # -- write path --------------------------------------------------------------------------
     def append(self, batch: SampleBatch) -> AppendResult:
-        """Store a batch; returns only once the accepted samples are committed."""
+        """Store a batch; returns only once the accepted samples are committed.
+
+        Group commit: a batch waits in a queue for the store's lock, and whoever gets the lock
+        writes every batch waiting by then as one write-ahead row in one transaction -- one
+        commit (one fsync) for all of them, as PostgreSQL's own commit_delay groups commits.
+        Alone, a batch is its own group."""
         if self._conn is None:
             raise RuntimeError("the store is not open for writing")
-        result = AppendResult()
         if len(batch) == 0:
-            return result
+            return AppendResult()
+        pending = self._queue.put(batch)
         with self.lock:
-            now = self.clock.now_ms()
+            if not pending.settled:
+                self._append_group(self._queue.take())
+        return pending.outcome()
+
+    def _append_group(self, group: list[Pending]) -> None:
+        now = self.clock.now_ms()
+        try:
             with self.transaction() as cur:
-                if batch.key_ids is not None:
-                    key_ids = self._checked_ids(batch)
-                else:
-                    key_ids = self.index.resolve(batch.keys, self.backend, cur, now, self.active.room(now))
-                sid = key_ids[batch.key_index]
+                live, parts = self._group_ids(group, cur, now)
+                if not live:
+                    return
+                sid, ts, val, owner = combined(parts)
                 self.head.ensure_capacity(int(sid.max()))
-                sid, ts, val = _sorted(sid, np.asarray(batch.ts_ms, np.int64), np.asarray(batch.values, np.float64))
+                order = sort_order(sid, ts)
+                if order is not None:
+                    sid, ts, val, owner = sid[order], ts[order], val[order], owner[order]
                 status = self._validate(sid, ts, val, now)
                 accepted = status == _ACCEPT
                 if not accepted.all():
                     sid, ts, val = sid[accepted], ts[accepted], val[accepted]
                 if len(sid):
-                    self.backend.insert_wal(cur, now, len(sid), encode_wal(sid, ts, val))
-            self.active.born(self.index.commit_new(), now)
-            self.head.add(sid, ts, val)
-            counts = np.bincount(status, minlength=len(_REASONS) + 2)
-            result.accepted = int(counts[_ACCEPT])
-            result.duplicates = int(counts[_DUPLICATE])
-            for code, reason in _REASONS.items():
-                if counts[code]:
-                    result.rejected[reason] = int(counts[code])
+                    wal_id = self.backend.insert_wal(cur, now, len(sid), encode_wal(sid, ts, val))
+        except Exception as exc:  # nothing of the group committed: each of its callers gets the error
+            for pending in group:
+                pending.fail(exc)
+            return
+        if len(sid):
+            self.last_wal_id = max(self.last_wal_id, wal_id)
+        self.active.born(self.index.commit_new(), now)
+        self.head.add(sid, ts, val)
+        for pending, counts in zip(live, per_owner(status, owner, len(live), len(_REASONS) + 2)):
+            result = AppendResult(accepted=int(counts[_ACCEPT]), duplicates=int(counts[_DUPLICATE]))
+            result.rejected = {reason: int(counts[code]) for code, reason in _REASONS.items() if counts[code]}
             self.stats["appended"] += result.accepted
             self.stats["duplicates"] += result.duplicates
             self.stats["rejected"] += result.rejected_total
             for reason, count in result.rejected.items():
                 self._rejected[reason] += count
-            self._maybe_checkpoint()
-        return result
+            pending.succeed(result)
+        self._maybe_checkpoint()
+
+    def _group_ids(self, group: list[Pending], cur: Any, now: int) -> tuple[list[Pending], list[Part]]:
+        """Series ids of every sample of the group (the keys of all batches resolved in one
+        call, so a series new to two batches is created once); a batch with bad ids fails alone."""
+        live: list[Pending] = []
+        ids: list[Int64Array | None] = []
+        for pending in group:
+            try:
+                ids.append(self._checked_ids(pending.batch) if pending.batch.key_ids is not None else None)
+                live.append(pending)
+            except ValueError as exc:
+                pending.fail(exc)
+        unresolved = [p.batch.keys for p, i in zip(live, ids) if i is None]
+        if unresolved:
+            resolved = self.index.resolve([k for keys in unresolved for k in keys], self.backend, cur, now,
+                                          self.active.room(now))
+            at = 0
+            for n, (p, i) in enumerate(zip(live, ids)):
+                if i is None:
+                    ids[n] = resolved[at : at + len(p.batch.keys)]
+                    at += len(p.batch.keys)
+        parts = [(key_ids[p.batch.key_index], np.asarray(p.batch.ts_ms, np.int64), np.asarray(p.batch.values, np.float64))
+                 for p, key_ids in zip(live, ids) if key_ids is not None]
+        return live, parts
 
     def resolve(self, keys: Sequence[SeriesKey]) -> Int64Array:
         """Store ids for ``keys``, creating (and committing) series that are new."""
@@ -217,14 +276,20 @@ class TimeSeriesStore:
         status = np.zeros(len(sid), dtype=np.int8)
         # Repeats inside the batch (sorted, so they are neighbours).
         same = np.flatnonzero((sid[1:] == sid[:-1]) & (ts[1:] == ts[:-1])) + 1
-        if len(same):
-            status[same] = np.where(bits[same] == bits[same - 1], _DUPLICATE, _CONFLICT)
+        if len(same):  # compared with the first of their run, the one kept
+            repeat = np.zeros(len(sid), bool)
+            repeat[same] = True
+            first = np.maximum.accumulate(np.where(repeat, 0, np.arange(len(sid))))
+            status[same] = np.where(bits[same] == bits[first[same]], _DUPLICATE, _CONFLICT)
         status[ts > now_ms + self.options.max_future_ms] = _TOO_NEW
         status[sid == REFUSED] = _SERIES_LIMIT
         last = head.last_ts[sid]
         window = self.options.out_of_order_window_ms
         floor = np.where(last == NEVER, NEVER, last - window)
         floor = np.maximum(floor, head.flushed_until[sid])
+        if self.pending_floor is not None:  # a background checkpoint is writing below these
+            pending = self.pending_floor
+            floor = np.maximum(floor, np.where(sid < len(pending), pending[np.minimum(sid, len(pending) - 1)], NEVER))
         open_ = status == _ACCEPT
         status[open_ & (ts < floor)] = _TOO_OLD
         at_last = (status == _ACCEPT) & (ts == last)
@@ -275,12 +340,18 @@ class TimeSeriesStore:
         """Series quiet for the out-of-order window (:func:`store.active_series.stopped`)."""
         return stopped(self.head, self.clock.now_ms(), max(self.options.out_of_order_window_ms, MINUTE_MS))
 
+    def _due(self, pressure: bool = False) -> None:
+        if self.background is not None:
+            self.background.request(pressure)
+        else:  # the append's lock is held; with no background thread nothing else checkpoints
+            self._checkpoint_locked(False, pressure)
+
     def _maybe_checkpoint(self) -> None:
         if self.head.samples > self.options.max_head_samples and self._stopped_series_hold_samples():
-            self.checkpoint(pressure=True)
+            self._due(pressure=True)
             return
         if self.head.samples > self._pressure_at:
-            self.checkpoint(pressure=True)
+            self._due(pressure=True)
             # If little could be flushed (everything is recent), wait for real growth before
             # trying again rather than re-running a useless checkpoint on every append.
             self._pressure_at = max(self.options.max_head_samples, int(self.head.samples * 1.25))
@@ -298,27 +369,39 @@ class TimeSeriesStore:
             self._due_since = now
         waited_ms = (now - self._due_since) * 1000
         if n_due == int(np.count_nonzero(pending)) or waited_ms >= self.options.checkpoint_grace_ms:
-            self.checkpoint()
+            self._due()
+
+    def retain_ms(self, pressure: bool) -> int:
+        """How long flushed samples stay in the head after a checkpoint."""
+        return self.options.out_of_order_window_ms if pressure else self.options.head_retain_ms
+
+    def checkpoint_planned(self, pressure: bool) -> None:
+        """What the triggers remember once a checkpoint took its plan (store lock held)."""
+        if not pressure:
+            self._pressure_at = self.options.max_head_samples
+        self._due_since = None
 
     def checkpoint(self, force: bool = False, pressure: bool = False) -> int:
-        """Flush due head samples to chunks and rollups; returns the samples flushed."""
+        """Flush due head samples to chunks and rollups, in the calling thread; returns the
+        samples flushed (after one in the background, if one is in flight)."""
+        with self.checkpoint_lock, self.lock:
+            return self._checkpoint_locked(force, pressure)
+
+    def _checkpoint_locked(self, force: bool, pressure: bool) -> int:
         from store.checkpoint import run_checkpoint
 
         with self.lock:
             if self._conn is None:
                 return 0
-            retain = self.options.out_of_order_window_ms if pressure else self.options.head_retain_ms
-            flushed = run_checkpoint(self, self.cutoffs(force=force, pressure=pressure), retain,
+            flushed = run_checkpoint(self, self.cutoffs(force=force, pressure=pressure), self.retain_ms(pressure),
                                      self.stopped() if pressure else None)
-            if not pressure:
-                self._pressure_at = self.options.max_head_samples
-            self._due_since = None
+            self.checkpoint_planned(pressure)
             if flushed:
                 self.stats["checkpoints"] += 1
             return flushed
 
     def maintain(self) -> None:
-        """Periodic work for a background loop: idle flushes and retention."""
+        """Periodic work for a background loop: idle flushes, retention, cold-tier moves."""
         with self.lock:
             if self._conn is None:
                 return
@@ -329,6 +412,24 @@ class TimeSeriesStore:
 
                 apply_retention(self, now)
                 self._last_retention_ms = now
+        if self.cold is not None and now - self._last_cold_ms >= self.options.cold_interval_ms:
+            self.tier_cold(now)
+
+    def tier_cold(self, now_ms: int) -> MoveResult:
+        """Move what is past ``cold_after`` to the cold tier (file writes off the store's lock),
+        drop cold files past their retention, sweep files a crashed move left."""
+        from store.cold_tier import drop_expired, move_to_cold, sweep_orphans
+
+        if self.cold is None or self._conn is None:
+            return MoveResult()
+        self._last_cold_ms = now_ms
+        sweep_orphans(self, self.cold)
+        moved = [move_to_cold(self, self.cold, now_ms)]
+        while moved[-1].files:  # a file of MOVE_CHUNKS at a time until nothing is due
+            moved.append(move_to_cold(self, self.cold, now_ms))
+        drop_expired(self, self.cold, now_ms)
+        return MoveResult(sum(m.files for m in moved), sum(m.chunks for m in moved), sum(m.samples for m in moved),
+                          sum(m.bytes for m in moved))
 
     # -- helpers for readers -----------------------------------------------------------------
     def head_window(self, sids: Int64Array, start_ms: int, end_ms: int) -> HeadWindow:
@@ -374,15 +475,15 @@ class HeadSnapshot:
 
 
 
-def _sorted(sid: Int64Array, ts: Int64Array, val: Float64Array) -> tuple[Int64Array, Int64Array, Float64Array]:
-    """The batch in (series, time) order. A batch of several scrapes is a few runs that are
-    each in series order (and in time order per series): a stable sort by series merges those
-    runs in little more than one pass, where a two-key sort would start from scratch."""
+def sort_order(sid: Int64Array, ts: Int64Array) -> Int64Array | None:
+    """The permutation into (series, time) order, None when already in it. A batch of several
+    scrapes is a few runs that are each in series order (and in time order per series): a
+    stable sort by series merges those runs in little more than one pass, where a two-key sort
+    would start from scratch."""
     if len(sid) > 1 and not bool(np.all(sid[1:] > sid[:-1])):
         order = np.argsort(sid, kind="stable")
         s, t = sid[order], ts[order]
         if bool(np.any((s[1:] == s[:-1]) & (t[1:] < t[:-1]))):
             order = np.lexsort((ts, sid))
-            s, t = sid[order], ts[order]
-        return s, t, val[order]
-    return sid, ts, val
+        return order
+    return None

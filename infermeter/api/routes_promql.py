@@ -9,6 +9,7 @@ expression failed while evaluating) and 503 ``timeout``.
 
 from __future__ import annotations
 
+import json
 import platform
 import sys
 import time
@@ -34,6 +35,7 @@ from promql.aggregate import format_value
 from promql.promql import to_promql
 from promql.range_query import QueryTimeout, check_resolution, deadline_after, evaluate_range
 from store.durations import parse_duration_ms
+from store.read_warnings import collecting
 
 if TYPE_CHECKING:
     from infermeter.runtime import Runtime
@@ -78,18 +80,25 @@ def _timeout(params: Params, runtime: Runtime) -> float:
     return limit
 
 
-async def _run(fn: Any, *args: Any) -> Any:
+async def _run(fn: Any, *args: Any) -> tuple[Any, list[str]]:
+    """``fn(*args)`` off the event loop, with the warnings its reads raised (data they could
+    not read, e.g. a cold-tier file gone: the answer is partial and says so)."""
+
+    def call() -> tuple[Any, list[str]]:
+        with collecting() as found:
+            return fn(*args), found
+
     try:
-        return await run_in_threadpool(fn, *args)
+        return await run_in_threadpool(call)
     except QueryTimeout as exc:
         raise ApiError("timeout", f"query timed out in expression evaluation: {exc}") from None
     except ExprError as exc:
         raise ApiError("execution", exc.message) from None
 
 
-def _success(data: object) -> JSONResponse:
+def _success(data: object, warnings: list[str]) -> JSONResponse:
     """The answer serialised at once (FastAPI's per-value encoder is slow on large matrices)."""
-    return JSONResponse({"status": "success", "data": data})
+    return JSONResponse({"status": "success", "data": data, **({"warnings": warnings} if warnings else {})})
 
 
 def _vector_json(value: Any, at_ms: int) -> dict[str, Any]:
@@ -115,8 +124,8 @@ async def query(request: Request, runtime: RuntimeDep) -> Any:
         settings = runtime.settings.query
         ctx = EvalContext(runtime.source, at, settings.lookback_delta,
                           subquery_step_ms=settings.subquery_step, deadline=deadline_after(_timeout(params, runtime)))
-        value = await _run(ctx.evaluate, node)
-        return _success(_vector_json(value, at))
+        value, warnings = await _run(ctx.evaluate, node)
+        return _success(_vector_json(value, at), warnings)
     except ApiError as exc:
         return exc.response()
 
@@ -146,12 +155,14 @@ async def query_range(request: Request, runtime: RuntimeDep) -> Any:
         except ExprError as exc:
             raise ApiError("bad_data", exc.message) from None
         settings = runtime.settings.query
-        body = await _run(  # evaluated and written as JSON off the event loop
+        body, warnings = await _run(  # evaluated and written as JSON off the event loop
             lambda: matrix_body(evaluate_range(
                 node, runtime.source, start, end, step, lookback_ms=settings.lookback_delta,
                 subquery_step_ms=settings.subquery_step, max_samples=settings.max_samples,
                 deadline=deadline_after(_timeout(params, runtime))))
         )
+        if warnings:  # the body is one JSON object: the warnings go in before its closing brace
+            body = body[: body.rindex(b"}")] + b',"warnings":' + json.dumps(warnings).encode() + b"}"
         return Response(body, media_type="application/json")
     except ApiError as exc:
         return exc.response()

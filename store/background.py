@@ -1,0 +1,106 @@
+"""Checkpoints off the append path: a thread with its own database connection.
+
+Why: a checkpoint encodes and writes every due sample (at a 2 h boundary, every series'
+two hours); inline, under the store's lock, each append waited for all of it. Here the
+store's lock is held only to take the plan from the head and, at the end, to commit and move
+the head's marks -- appends (and reads of the head) go on while the chunks and rollups are
+written. Meanwhile a sample below a planned cutoff is refused as too old, as it would be
+once the checkpoint is done, so nothing lands in the head behind the plan's back.
+
+Only for PostgreSQL: SQLite has one writer per database, so a checkpoint's transaction on a
+second connection would hold appends back just the same (and wait on them in turn).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from store.checkpoint import apply_checkpoint, plan_checkpoint, write_checkpoint
+from store.head import NEVER
+
+if TYPE_CHECKING:
+    from store.tsdb import TimeSeriesStore
+
+log = logging.getLogger(__name__)
+
+
+class BackgroundCheckpoints:
+    """Runs the checkpoints :meth:`request` asks for, one at a time, on its own thread."""
+
+    def __init__(self, store: TimeSeriesStore) -> None:
+        self.store = store
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._pressure = False
+        self._thread: threading.Thread | None = None
+        self._conn: Any = None
+        self.failures = 0
+        self.last_error = ""
+
+    def start(self) -> None:
+        self._conn = self.store.engine.raw_connection()
+        self._thread = threading.Thread(target=self._loop, name="store-checkpoints", daemon=True)
+        self._thread.start()
+
+    def request(self, pressure: bool = False) -> None:
+        self._pressure |= pressure
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Let a checkpoint in flight finish, then end the thread."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            pressure, self._pressure = self._pressure, False
+            try:
+                self.run(pressure)
+            except Exception as exc:  # the next request retries; the write-ahead rows still hold everything
+                self.failures += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("background checkpoint failed")
+
+    def run(self, pressure: bool = False) -> int:
+        """One checkpoint on this connection; returns the samples flushed."""
+        store = self.store
+        with store.checkpoint_lock:
+            with store.lock:
+                plan = plan_checkpoint(store, store.cutoffs(pressure=pressure), store.retain_ms(pressure),
+                                       store.stopped() if pressure else None)
+                store.checkpoint_planned(pressure)
+                if plan is None:
+                    return 0
+                floor = np.full(store.head.capacity, NEVER, np.int64)
+                floor[plan.marked] = plan.cutoff[plan.marked]
+                store.pending_floor = floor
+            cur = self._conn.cursor()
+            try:
+                write_checkpoint(store, cur, plan)
+                with store.lock:  # commit and marks together: the head never disagrees with SQL
+                    self._conn.commit()
+                    apply_checkpoint(store, plan)
+                    store.pending_floor = None
+                    store.stats["checkpoints"] += 1
+            except BaseException:
+                self._conn.rollback()
+                with store.lock:
+                    store.pending_floor = None
+                raise
+            finally:
+                cur.close()
+            return plan.samples

@@ -1,0 +1,206 @@
+"""Checkpoints on their own thread and connection (PostgreSQL): appends go on while one
+writes, a late sample behind its plan is refused, a failure loses nothing, and after a restart
+every acknowledged sample is there exactly once."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+
+from store import ManualClock, Reader, RejectReason, SampleBatch, Selector, SeriesKey, StoreOptions, TimeSeriesStore
+from store import background as background_module
+from store.engine import create_store_engine
+from tests.conftest import T0
+
+MIN = 60_000
+HOUR = 3_600_000
+KEYS = [SeriesKey.of("gpu_util", gpu=str(i), host="node-a") for i in range(20)]
+
+
+@pytest.fixture
+def opened(pg_url: str) -> Iterator[Callable[..., TimeSeriesStore]]:
+    stores: list[TimeSeriesStore] = []
+
+    def open_store(clock: ManualClock, background: bool = True) -> TimeSeriesStore:
+        store = TimeSeriesStore(create_store_engine(pg_url), clock,
+                                StoreOptions(background_checkpoints=background, checkpoint_grace_ms=0))
+        store.open()
+        stores.append(store)
+        return store
+
+    yield open_store
+    for store in stores:
+        store.close(flush=False)
+        store.engine.dispose()
+
+
+def scrape(store: TimeSeriesStore, ts: int, value: float) -> Any:
+    store.clock.set(ts)  # type: ignore[attr-defined]
+    return store.append(SampleBatch.one_per_key(KEYS, ts, np.full(len(KEYS), value)))
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def every_sample(store: TimeSeriesStore) -> dict[str, tuple[list[int], list[float]]]:
+    return {s.key.get("gpu") or "": (s.ts_ms.tolist(), s.values.tolist())
+            for s in Reader(store).raw(Selector("gpu_util"), 0, 2**62)}
+
+
+def test_appends_go_on_while_a_checkpoint_writes_and_nothing_is_lost_or_doubled(
+        opened: Callable[..., TimeSeriesStore], monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = ManualClock(T0)
+    store = opened(clock)
+    assert store.background is not None
+    writing, release = threading.Event(), threading.Event()
+    real_write = background_module.write_checkpoint
+
+    def slow_write(*args: Any) -> None:
+        real_write(*args)
+        writing.set()
+        assert release.wait(20)
+
+    monkeypatch.setattr(background_module, "write_checkpoint", slow_write)
+    start = T0 - T0 % (2 * HOUR)
+    times = [start + i * MIN for i in range(130)]  # past the 2 h chunk boundary (+ the 5 min window)
+    for i, ts in enumerate(times[:126]):
+        scrape(store, ts, float(i))
+    assert writing.wait(20), "no checkpoint started at the chunk boundary"
+    # The checkpoint is writing (off the lock): appends are acknowledged meanwhile.
+    began = time.perf_counter()
+    for i, ts in enumerate(times[126:], start=126):
+        assert scrape(store, ts, float(i)).accepted == len(KEYS)
+    assert time.perf_counter() - began < 5
+    assert store.stats["checkpoints"] == 0
+    release.set()
+    wait_for(lambda: store.stats["checkpoints"] == 1)
+    assert store.pending_floor is None
+    expected = ([*times], [float(i) for i in range(130)])
+    assert all(v == expected for v in every_sample(store).values())
+    with store.engine.connect() as conn:
+        chunked = conn.execute(text("SELECT COALESCE(SUM(n), 0) FROM chunks")).scalar_one()
+    assert chunked == 120 * len(KEYS)  # the first two hours, once
+
+    store.close(flush=False)  # as if killed: what is in SQL is all there is
+    again = opened(ManualClock(times[-1]))
+    got = every_sample(again)
+    assert len(got) == len(KEYS) and all(v == expected for v in got.values())
+
+
+def test_a_late_sample_behind_a_planned_cutoff_is_refused_while_the_checkpoint_writes(
+        opened: Callable[..., TimeSeriesStore], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An idle series is flushed whole (cutoff just past its newest sample): a sample inside
+    its out-of-order window that arrives while that plan is written would land below the
+    cutoff, in neither the chunk nor the write-ahead rows kept: refused as too old."""
+    start = T0 - T0 % (2 * HOUR)
+    clock = ManualClock(start)
+    store = opened(clock)
+    writing, release = threading.Event(), threading.Event()
+    real_write = background_module.write_checkpoint
+
+    def slow_write(*args: Any) -> None:
+        writing.set()
+        assert release.wait(20)
+        real_write(*args)
+
+    monkeypatch.setattr(background_module, "write_checkpoint", slow_write)
+    idle = SeriesKey.of("gpu_util", gpu="idle", host="node-b")
+    for i in range(5):
+        clock.set(start + i * MIN)
+        store.append(SampleBatch.one_per_key([idle], start + i * MIN, np.asarray([float(i)])))
+    for i in range(5, 70):
+        scrape(store, start + i * MIN, float(i))  # an hour on, the idle one is due whole
+    assert writing.wait(20)
+    late = store.append(SampleBatch.one_per_key([idle], start + 3 * MIN + 30_000, np.asarray([-1.0])))
+    assert late.rejected == {RejectReason.TOO_OLD: 1}
+    release.set()
+    wait_for(lambda: store.stats["checkpoints"] == 1)
+    assert store.append(SampleBatch.one_per_key([idle], start + 3 * MIN + 30_000, np.asarray([-1.0]))).rejected == {
+        RejectReason.TOO_OLD: 1}  # the same answer once it is done
+    store.close(flush=False)
+    again = opened(ManualClock(start + 70 * MIN))
+    idle_samples = Reader(again).raw(Selector("gpu_util", ()), 0, 2**62)
+    got = [s for s in idle_samples if s.key.get("gpu") == "idle"]
+    assert got[0].ts_ms.tolist() == [start + i * MIN for i in range(5)] and got[0].values.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def test_a_failed_background_checkpoint_keeps_everything_and_the_next_one_succeeds(
+        opened: Callable[..., TimeSeriesStore], monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = ManualClock(T0)
+    store = opened(clock)
+    assert store.background is not None
+    real_write = background_module.write_checkpoint
+    calls = {"n": 0}
+
+    def failing_once(store_: TimeSeriesStore, cur: Any, plan: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            real_write(store_, cur, plan)  # written, then the connection fails before commit
+            raise ConnectionError("server closed the connection unexpectedly")
+        real_write(store_, cur, plan)
+
+    monkeypatch.setattr(background_module, "write_checkpoint", failing_once)
+    start = T0 - T0 % (2 * HOUR)
+    times = [start + i * MIN for i in range(126)]
+    for i, ts in enumerate(times):
+        scrape(store, ts, float(i))
+    wait_for(lambda: store.background is not None and store.background.failures == 1)
+    assert "server closed the connection" in store.background.last_error
+    assert store.pending_floor is None and store.stats["checkpoints"] == 0
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT COUNT(*) FROM chunks")).scalar_one() == 0  # rolled back whole
+    scrape(store, times[-1] + MIN, 126.0)  # the next append asks again
+    wait_for(lambda: store.stats["checkpoints"] == 1)
+    expected = ([*times, times[-1] + MIN], [float(i) for i in range(127)])
+    assert all(v == expected for v in every_sample(store).values())
+    store.close(flush=False)
+    assert all(v == expected for v in every_sample(opened(ManualClock(times[-1]))).values())
+
+
+def test_an_explicit_checkpoint_waits_for_the_one_in_flight(opened: Callable[..., TimeSeriesStore],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = ManualClock(T0)
+    store = opened(clock)
+    writing, release = threading.Event(), threading.Event()
+    real_write = background_module.write_checkpoint
+
+    def slow_write(*args: Any) -> None:
+        writing.set()
+        assert release.wait(20)
+        real_write(*args)
+
+    monkeypatch.setattr(background_module, "write_checkpoint", slow_write)
+    start = T0 - T0 % (2 * HOUR)
+    for i in range(126):
+        scrape(store, start + i * MIN, float(i))
+    assert writing.wait(20)
+    done = threading.Event()
+    flushed: list[int] = []
+    explicit = threading.Thread(target=lambda: (flushed.append(store.checkpoint(force=True)), done.set()))
+    explicit.start()
+    assert not done.wait(0.3)  # it waits for the background one
+    release.set()
+    explicit.join(20)
+    assert flushed == [6 * len(KEYS)]  # the tail beyond the background's cutoff
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT COUNT(*) FROM wal")).scalar_one() == 0
+        assert conn.execute(text("SELECT SUM(n) FROM chunks")).scalar_one() == 126 * len(KEYS)
+
+
+def test_sqlite_checkpoints_stay_inline(sqlite_url: str) -> None:
+    store = TimeSeriesStore(create_store_engine(sqlite_url), ManualClock(T0), StoreOptions(background_checkpoints=True))
+    store.open()
+    try:
+        assert store.background is None
+    finally:
+        store.close(flush=False)

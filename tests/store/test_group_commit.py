@@ -1,0 +1,107 @@
+"""Group commit: appends waiting for the store's lock are written by one of them, as one
+write-ahead row in one transaction, with each caller's own result (both backends)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import text
+
+from store import Reader, RejectReason, SampleBatch, Selector, SeriesKey, StoreOptions
+from tests.conftest import T0, StoreFactory
+
+
+def _wait_queued(store: Any, n: int) -> None:
+    deadline = time.monotonic() + 10
+    while len(store._queue._waiting) < n:
+        assert time.monotonic() < deadline, "the appenders never queued"
+        time.sleep(0.005)
+
+
+def _wal_rows(store: Any) -> int:
+    with store.engine.connect() as conn:
+        return int(conn.execute(text("SELECT COUNT(*) FROM wal")).scalar_one())
+
+
+def test_waiting_appends_share_one_commit_and_each_gets_its_own_result(make_store: StoreFactory) -> None:
+    store = make_store(StoreOptions())
+    keys = [[SeriesKey.of("gpu_util", gpu=str(g), host=f"node-{t}") for g in range(8)] for t in range(6)]
+    shared = SeriesKey.of("fleet_up")  # new to every batch: created once
+    results: dict[int, Any] = {}
+    errors: dict[int, BaseException] = {}
+
+    def send(t: int) -> None:
+        values = np.full(8, float(t))
+        batch = SampleBatch.one_per_key([*keys[t], shared], T0, np.append(values, 1.0 if t < 3 else 2.0))
+        try:
+            results[t] = store.append(batch)
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
+            errors[t] = exc
+
+    def send_bad_ids() -> None:
+        batch = SampleBatch.one_per_key(keys[0], T0 + 1, np.zeros(8), key_ids=np.full(8, 10**9))
+        try:
+            store.append(batch)
+        except ValueError as exc:
+            errors[99] = exc
+
+    threads = [threading.Thread(target=send, args=(t,)) for t in range(6)] + [threading.Thread(target=send_bad_ids)]
+    with store.lock:  # a commit in progress: everyone queues behind it
+        for thread in threads:
+            thread.start()
+        _wait_queued(store, len(threads))
+    for thread in threads:
+        thread.join(10)
+
+    assert set(errors) == {99} and "ids this store did not hand out" in str(errors[99])  # alone
+    assert _wal_rows(store) == 1  # seven appends, one write-ahead row, one commit
+    for t in range(6):
+        result = results[t]
+        if t == 0:  # first of the group: its fleet_up sample is the one kept
+            assert (result.accepted, result.duplicates, result.rejected) == (9, 0, {})
+        elif t < 3:  # the same value again: a duplicate
+            assert (result.accepted, result.duplicates, result.rejected) == (8, 1, {})
+        else:  # another value at the same time: a conflict, counted against this batch
+            assert (result.accepted, result.rejected) == (8, {RejectReason.CONFLICT: 1})
+    got = {s.key.get("host", "") + "/" + s.key.get("gpu", ""): s.values.tolist()
+           for s in Reader(store).raw(Selector("gpu_util"), 0, 2**62)}
+    assert got == {f"node-{t}/{g}": [float(t)] for t in range(6) for g in range(8)}
+    assert [s.values.tolist() for s in Reader(store).raw(Selector("fleet_up"), 0, 2**62)] == [[1.0]]
+    with store.engine.connect() as conn:
+        assert conn.execute(text("SELECT COUNT(*) FROM series WHERE metric = 'fleet_up'")).scalar_one() == 1
+
+
+def test_a_failed_group_commit_fails_every_batch_in_it_and_keeps_nothing(make_store: StoreFactory,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    store = make_store(StoreOptions())
+    key = SeriesKey.of("gpu_util", gpu="0")
+    store.append(SampleBatch.one_per_key([key], T0, np.asarray([1.0])))
+
+    def broken(*_args: object) -> int:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store.backend, "insert_wal", broken)
+    errors: list[BaseException] = []
+
+    def send(i: int) -> None:
+        try:
+            store.append(SampleBatch.one_per_key([SeriesKey.of("gpu_util", gpu=str(i + 1))], T0, np.asarray([2.0])))
+        except OSError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(3)]
+    with store.lock:
+        for thread in threads:
+            thread.start()
+        _wait_queued(store, 3)
+    for thread in threads:
+        thread.join(10)
+    assert len(errors) == 3 and all("disk full" in str(e) for e in errors)
+    monkeypatch.undo()
+    assert [s.key.get("gpu") for s in Reader(store).raw(Selector("gpu_util"), 0, 2**62)] == ["0"]
+    # the series the failed group would have created were forgotten: they are created afresh
+    assert store.append(SampleBatch.one_per_key([SeriesKey.of("gpu_util", gpu="1")], T0, np.asarray([2.0]))).accepted == 1

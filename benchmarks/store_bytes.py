@@ -71,6 +71,31 @@ def vm_bytes(fleet: Fleet, tmp: Path) -> tuple[int, int, int] | None:
     return data, index, total
 
 
+def cold_bytes(db_path: Path, tmp: Path) -> tuple[int, int]:
+    """Bytes on disk (``du``) of the cold tier once every chunk of a copy of the file moved there,
+    and the number of files."""
+    import shutil
+    import subprocess
+
+    from store import ManualClock, StoreOptions, TimeSeriesStore, create_store_engine
+
+    copy = tmp / "cold-copy.sqlite"
+    shutil.copy(db_path, copy)
+    cold = tmp / "cold-tier"
+    store = TimeSeriesStore(create_store_engine(f"sqlite:///{copy}"), ManualClock(2**62 // 2),
+                            StoreOptions(cold_url=str(cold), cold_after_ms=0, cold_retention_ms=2**62))
+    store.open()
+    try:
+        moved = store.tier_cold(2**62 // 2)
+    finally:
+        store.close(flush=False)
+        store.engine.dispose()
+        copy.unlink()
+    du = int(subprocess.run(["du", "-sb", str(cold)], capture_output=True, text=True, check=True).stdout.split()[0])
+    shutil.rmtree(cold)
+    return du, moved.files
+
+
 def bench_bytes(db_path: Path, fleet: Fleet, tmp: Path, use_vm: bool) -> list[str]:
     section("2. bytes per sample")
     sizes = sqlite_sizes(db_path)
@@ -106,6 +131,9 @@ def bench_bytes(db_path: Path, fleet: Fleet, tmp: Path, use_vm: bool) -> list[st
         "  (the whole file holds the rollups in addition to the raw chunks: 1m and 1h aggregates, kept"
         " 35 d / 400 d while raw chunks go after 7 d; at 15 s scrapes they cost more than the chunks)"
     )
+    cold = cold_bytes(db_path, tmp)
+    print(f"cold tier: every chunk moved to Parquet ({cold[1]} files), du of the directory "
+          f"{cold[0] * per:7.3f} B/sample")
     vm = vm_bytes(fleet, tmp) if use_vm else None
     if vm is None:
         why = f"not installed: no {VM_BINARY}, Debian package victoria-metrics" if use_vm else "--no-vm"

@@ -91,11 +91,11 @@ class BackgroundCheckpoints:
             cur = self._conn.cursor()
             try:
                 write_checkpoint(store, cur, plan)
-                with store.lock:  # commit and marks together: the head never disagrees with SQL
-                    self._conn.commit()
-                    apply_checkpoint(store, plan)
-                    store.pending_floor = None
-                    store.stats["checkpoints"] += 1
+                # Committed off the lock too: a large transaction's commit takes long enough to
+                # show in append latency. Until the marks move, a raw read still takes these
+                # samples from the head (it reads chunks only below head_start), and appends
+                # below the plan are still refused by the pending floor.
+                self._conn.commit()
             except BaseException:
                 self._conn.rollback()
                 with store.lock:
@@ -103,4 +103,8 @@ class BackgroundCheckpoints:
                 raise
             finally:
                 cur.close()
+            with store.lock:
+                apply_checkpoint(store, plan)
+                store.pending_floor = None
+                store.stats["checkpoints"] += 1
             return plan.samples

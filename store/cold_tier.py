@@ -115,6 +115,18 @@ def move_to_cold(store: TimeSeriesStore, tier: ColdTier, now_ms: int, limit: int
     return MoveResult(1, len(rows), samples, size)
 
 
+def tier_cold(store: TimeSeriesStore, tier: ColdTier, now_ms: int) -> MoveResult:
+    """Sweep files a crashed move left, move everything past ``cold_after`` (a file of
+    :data:`MOVE_CHUNKS` at a time, each written off the store's lock), drop expired files."""
+    sweep_orphans(store, tier)
+    moved = [move_to_cold(store, tier, now_ms)]
+    while moved[-1].files:
+        moved.append(move_to_cold(store, tier, now_ms))
+    drop_expired(store, tier, now_ms)
+    return MoveResult(sum(m.files for m in moved), sum(m.chunks for m in moved), sum(m.samples for m in moved),
+                      sum(m.bytes for m in moved))
+
+
 def sweep_orphans(store: TimeSeriesStore, tier: ColdTier) -> int:
     """Delete files no ``cold_files`` row names: a move that crashed before its commit."""
     named = {str(r[0]) for r in fetch_rows(store, "SELECT path FROM cold_files", ())}
@@ -164,4 +176,4 @@ def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-__all__ = ["ColdTier", "MoveResult", "move_to_cold", "sweep_orphans", "drop_expired", "cold_chunks"]
+__all__ = ["ColdTier", "MoveResult", "tier_cold", "move_to_cold", "sweep_orphans", "drop_expired", "cold_chunks"]

@@ -21,7 +21,6 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,18 +38,19 @@ from store.clock import Clock
 from store.cold_tier import ColdTier, MoveResult
 from store.group_commit import AppendQueue, Part, Pending, combined, per_owner
 from store.head import EMPTY, NEVER, Head
+from store.head_views import HeadSnapshot as HeadSnapshot
+from store.head_views import HeadWindow as HeadWindow
 from store.options import MINUTE_MS, StoreOptions
 from store.rollup_cache import RollupCache
-from store.series_index import REFUSED, SeriesIndex
+from store.series_index import SeriesIndex
 from store.types import Float64Array, Int64Array, SampleBatch, SeriesKey
+from store.validation import ACCEPT as _ACCEPT
+from store.validation import DUPLICATE as _DUPLICATE
+from store.validation import REASONS as _REASONS
+from store.validation import sort_order, validate
 from store.wal import decode_wal, encode_wal
 
 log = logging.getLogger(__name__)
-
-
-_ACCEPT, _DUPLICATE, _TOO_OLD, _CONFLICT, _TOO_NEW, _SERIES_LIMIT = 0, 1, 2, 3, 4, 5
-_REASONS = {_TOO_OLD: RejectReason.TOO_OLD, _CONFLICT: RejectReason.CONFLICT, _TOO_NEW: RejectReason.TOO_NEW,
-            _SERIES_LIMIT: RejectReason.SERIES_LIMIT}
 
 
 class TimeSeriesStore:
@@ -271,37 +271,7 @@ class TimeSeriesStore:
         return ids
 
     def _validate(self, sid: Int64Array, ts: Int64Array, val: Float64Array, now_ms: int) -> npt.NDArray[np.int8]:
-        head = self.head
-        bits = val.view(np.uint64)
-        status = np.zeros(len(sid), dtype=np.int8)
-        # Repeats inside the batch (sorted, so they are neighbours).
-        same = np.flatnonzero((sid[1:] == sid[:-1]) & (ts[1:] == ts[:-1])) + 1
-        if len(same):  # compared with the first of their run, the one kept
-            repeat = np.zeros(len(sid), bool)
-            repeat[same] = True
-            first = np.maximum.accumulate(np.where(repeat, 0, np.arange(len(sid))))
-            status[same] = np.where(bits[same] == bits[first[same]], _DUPLICATE, _CONFLICT)
-        status[ts > now_ms + self.options.max_future_ms] = _TOO_NEW
-        status[sid == REFUSED] = _SERIES_LIMIT
-        last = head.last_ts[sid]
-        window = self.options.out_of_order_window_ms
-        floor = np.where(last == NEVER, NEVER, last - window)
-        floor = np.maximum(floor, head.flushed_until[sid])
-        if self.pending_floor is not None:  # a background checkpoint is writing below these
-            pending = self.pending_floor
-            floor = np.maximum(floor, np.where(sid < len(pending), pending[np.minimum(sid, len(pending) - 1)], NEVER))
-        open_ = status == _ACCEPT
-        status[open_ & (ts < floor)] = _TOO_OLD
-        at_last = (status == _ACCEPT) & (ts == last)
-        if at_last.any():
-            status[at_last] = np.where(bits[at_last] == head.last_bits[sid[at_last]], _DUPLICATE, _CONFLICT)
-        # Out of order but inside the window: rare, so checked one at a time against the head.
-        late = np.flatnonzero((status == _ACCEPT) & (ts < last))
-        for i in late.tolist():
-            existing = head.bits_at(int(sid[i]), int(ts[i]))
-            if existing is not None:
-                status[i] = _DUPLICATE if existing == int(bits[i]) else _CONFLICT
-        return status
+        return validate(self.head, self.options, self.pending_floor, sid, ts, val, now_ms)
 
     def rejected_by_reason(self) -> dict[str, int]:
         return {reason.value: count for reason, count in self._rejected.items()}
@@ -416,20 +386,13 @@ class TimeSeriesStore:
             self.tier_cold(now)
 
     def tier_cold(self, now_ms: int) -> MoveResult:
-        """Move what is past ``cold_after`` to the cold tier (file writes off the store's lock),
-        drop cold files past their retention, sweep files a crashed move left."""
-        from store.cold_tier import drop_expired, move_to_cold, sweep_orphans
+        """Move what is past ``cold_after`` to the cold tier (see :func:`store.cold_tier.tier_cold`)."""
+        from store.cold_tier import tier_cold
 
         if self.cold is None or self._conn is None:
             return MoveResult()
         self._last_cold_ms = now_ms
-        sweep_orphans(self, self.cold)
-        moved = [move_to_cold(self, self.cold, now_ms)]
-        while moved[-1].files:  # a file of MOVE_CHUNKS at a time until nothing is due
-            moved.append(move_to_cold(self, self.cold, now_ms))
-        drop_expired(self, self.cold, now_ms)
-        return MoveResult(sum(m.files for m in moved), sum(m.chunks for m in moved), sum(m.samples for m in moved),
-                          sum(m.bytes for m in moved))
+        return tier_cold(self, self.cold, now_ms)
 
     # -- helpers for readers -----------------------------------------------------------------
     def head_window(self, sids: Int64Array, start_ms: int, end_ms: int) -> HeadWindow:
@@ -453,37 +416,3 @@ class TimeSeriesStore:
                 self.head.head_start[sids].copy(),
                 self.head.flushed_until[sids].copy(),
             )
-
-
-@dataclass(slots=True)
-class HeadWindow:
-    """Flat head samples of several series: series i owns ts[starts[i]:starts[i]+counts[i]]."""
-
-    starts: Int64Array
-    counts: Int64Array
-    ts: Int64Array
-    values: Float64Array
-    head_start: Int64Array
-    flushed_until: Int64Array
-
-
-@dataclass(slots=True)
-class HeadSnapshot:
-    parts: list[tuple[int, Int64Array, Float64Array]]
-    head_start: Int64Array
-    flushed_until: Int64Array
-
-
-
-def sort_order(sid: Int64Array, ts: Int64Array) -> Int64Array | None:
-    """The permutation into (series, time) order, None when already in it. A batch of several
-    scrapes is a few runs that are each in series order (and in time order per series): a
-    stable sort by series merges those runs in little more than one pass, where a two-key sort
-    would start from scratch."""
-    if len(sid) > 1 and not bool(np.all(sid[1:] > sid[:-1])):
-        order = np.argsort(sid, kind="stable")
-        s, t = sid[order], ts[order]
-        if bool(np.any((s[1:] == s[:-1]) & (t[1:] < t[:-1]))):
-            order = np.lexsort((ts, sid))
-        return order
-    return None

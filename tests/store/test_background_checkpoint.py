@@ -13,7 +13,16 @@ import numpy as np
 import pytest
 from sqlalchemy import text
 
-from store import ManualClock, Reader, RejectReason, SampleBatch, Selector, SeriesKey, StoreOptions, TimeSeriesStore
+from store import (
+    ManualClock,
+    Reader,
+    RejectReason,
+    SampleBatch,
+    Selector,
+    SeriesKey,
+    StoreOptions,
+    TimeSeriesStore,
+)
 from store import background as background_module
 from store.engine import create_store_engine
 from tests.conftest import T0
@@ -40,6 +49,24 @@ def opened(pg_url: str) -> Iterator[Callable[..., TimeSeriesStore]]:
         store.engine.dispose()
 
 
+def held_writes(monkeypatch: pytest.MonkeyPatch, written: bool = False) -> tuple[threading.Event, threading.Event]:
+    """Background checkpoints hold before (or, ``written``, after) writing their plan until
+    ``release`` is set; ``writing`` is set once one is there."""
+    writing, release = threading.Event(), threading.Event()
+    real_write = background_module.write_checkpoint
+
+    def held(*args: Any) -> None:
+        if written:
+            real_write(*args)
+        writing.set()
+        assert release.wait(20)
+        if not written:
+            real_write(*args)
+
+    monkeypatch.setattr(background_module, "write_checkpoint", held)
+    return writing, release
+
+
 def scrape(store: TimeSeriesStore, ts: int, value: float) -> Any:
     store.clock.set(ts)  # type: ignore[attr-defined]
     return store.append(SampleBatch.one_per_key(KEYS, ts, np.full(len(KEYS), value)))
@@ -62,15 +89,7 @@ def test_appends_go_on_while_a_checkpoint_writes_and_nothing_is_lost_or_doubled(
     clock = ManualClock(T0)
     store = opened(clock)
     assert store.background is not None
-    writing, release = threading.Event(), threading.Event()
-    real_write = background_module.write_checkpoint
-
-    def slow_write(*args: Any) -> None:
-        real_write(*args)
-        writing.set()
-        assert release.wait(20)
-
-    monkeypatch.setattr(background_module, "write_checkpoint", slow_write)
+    writing, release = held_writes(monkeypatch, written=True)
     start = T0 - T0 % (2 * HOUR)
     times = [start + i * MIN for i in range(130)]  # past the 2 h chunk boundary (+ the 5 min window)
     for i, ts in enumerate(times[:126]):
@@ -105,15 +124,7 @@ def test_a_late_sample_behind_a_planned_cutoff_is_refused_while_the_checkpoint_w
     start = T0 - T0 % (2 * HOUR)
     clock = ManualClock(start)
     store = opened(clock)
-    writing, release = threading.Event(), threading.Event()
-    real_write = background_module.write_checkpoint
-
-    def slow_write(*args: Any) -> None:
-        writing.set()
-        assert release.wait(20)
-        real_write(*args)
-
-    monkeypatch.setattr(background_module, "write_checkpoint", slow_write)
+    writing, release = held_writes(monkeypatch)
     idle = SeriesKey.of("gpu_util", gpu="idle", host="node-b")
     for i in range(5):
         clock.set(start + i * MIN)
@@ -171,15 +182,7 @@ def test_an_explicit_checkpoint_waits_for_the_one_in_flight(opened: Callable[...
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     clock = ManualClock(T0)
     store = opened(clock)
-    writing, release = threading.Event(), threading.Event()
-    real_write = background_module.write_checkpoint
-
-    def slow_write(*args: Any) -> None:
-        writing.set()
-        assert release.wait(20)
-        real_write(*args)
-
-    monkeypatch.setattr(background_module, "write_checkpoint", slow_write)
+    writing, release = held_writes(monkeypatch)
     start = T0 - T0 % (2 * HOUR)
     for i in range(126):
         scrape(store, start + i * MIN, float(i))

@@ -13,10 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 from sqlalchemy import text
 
-from store import ManualClock, RangeQuery, Reader, SampleBatch, Selector, SeriesKey, StoreOptions, TimeSeriesStore
+from store import (
+    ManualClock,
+    RangeQuery,
+    Reader,
+    SampleBatch,
+    Selector,
+    SeriesKey,
+    StoreOptions,
+    TimeSeriesStore,
+)
 from store.engine import create_store_engine
 from store.read_warnings import collecting
 from tests.conftest import T0, StoreFactory

@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from store.backend import CHUNK_COLUMNS
 from store.codec import ENCODING_V1, encode_segments
-from store.head import NEVER
+from store.head import NEVER, Frozen, _Block
 from store.rollup import Frame, merge_rows, regroup
 from store.types import Float64Array, Int64Array
 from store.wal import encode_wal
@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def _no_samples() -> tuple[Int64Array, Int64Array, Float64Array]:
+    return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
+
+
 # Samples encoded and folded per slice: the transaction stays one, but the temporaries
 # (codec columns, rollup frames, rows for the driver) are bounded by a slice, not a checkpoint.
 SLICE_SAMPLES = 250_000
@@ -41,7 +45,9 @@ SLICE_SAMPLES = 250_000
 
 @dataclass
 class Plan:
-    """What one checkpoint writes, taken from the head under the store's lock.
+    """What one checkpoint writes: the cutoffs and marks taken under the store's lock with the
+    head as it was then (``frozen``), and -- from :func:`prepare`, which needs no lock -- the
+    samples to flush, the ``carry`` and the head trimmed once they are flushed.
 
     ``wal_upto``: the newest write-ahead row at that moment. Rows after it were appended while
     the plan was written and stay; the samples of the rows up to it that stay unflushed are
@@ -50,9 +56,13 @@ class Plan:
     cutoff: Int64Array
     keep_from: Int64Array
     marked: Int64Array
-    flush: tuple[Int64Array, Int64Array, Float64Array]
-    carry: tuple[Int64Array, Int64Array, Float64Array]
+    flushed_until: Int64Array
+    frozen: Frozen
     wal_upto: int
+    flush: tuple[Int64Array, Int64Array, Float64Array] = field(default_factory=_no_samples)
+    carry: tuple[Int64Array, Int64Array, Float64Array] = field(default_factory=_no_samples)
+    trimmed: _Block | None = None
+    bound: Int64Array = field(default_factory=lambda: np.empty(0, np.int64))
     written: list[tuple[int, Frame, Frame]] = field(default_factory=list)
     carry_id: int = 0
 
@@ -60,10 +70,15 @@ class Plan:
     def samples(self) -> int:
         return int(len(self.flush[0]))
 
+    @property
+    def empty(self) -> bool:
+        return self.samples == 0 and len(self.marked) == 0
+
 
 def plan_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
                     drop: npt.NDArray[np.bool_] | None = None) -> Plan | None:
-    """The checkpoint's plan (call with the store's lock held), or None when nothing is due.
+    """The checkpoint's plan (call with the store's lock held: per-series arrays only, no pass
+    over the samples), or None when nothing is due. Call :func:`prepare` next.
 
     ``drop``: series that keep no flushed samples in memory (stopped, under pressure)."""
     head = store.head
@@ -81,13 +96,27 @@ def plan_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
             store.flush_epoch += 1
             head.trim(keep)
         return None
-    flush = head.unflushed_below(cutoff)
-    if len(flush[0]) == 0 and len(marked) == 0:
-        return None
-    all_sid, all_ts, all_val = head.unflushed()
-    rest = all_ts >= cutoff[all_sid] if len(all_sid) else np.zeros(0, bool)
-    carry = (all_sid[rest], all_ts[rest], all_val[rest])
-    return Plan(cutoff.copy(), keep, marked, flush, carry, store.last_wal_id)
+    return Plan(cutoff.copy(), keep, marked, head.flushed_until.copy(), head.frozen(), store.last_wal_id)
+
+
+def prepare(plan: Plan) -> Plan:
+    """The plan's samples from its frozen head (no lock needed): what to flush, what to carry,
+    and the head as it will be once they are flushed (trimmed below ``bound``)."""
+    block = plan.frozen.merged()
+    sid, ts, val = block.sid(), block.ts, block.val
+    n = len(plan.cutoff)
+    unflushed = ts >= plan.flushed_until[sid]
+    below = ts < plan.cutoff[sid]
+    due = unflushed & below
+    plan.flush = (sid[due], ts[due], val[due])
+    rest = unflushed & ~below
+    plan.carry = (sid[rest], ts[rest], val[rest])
+    after = plan.flushed_until.copy()
+    after[plan.marked] = np.maximum(after[plan.marked], plan.cutoff[plan.marked])
+    plan.bound = np.minimum(plan.keep_from[:n], after)
+    kept = ts >= plan.bound[sid]
+    plan.trimmed = _Block.of(sid[kept], ts[kept], val[kept])
+    return plan
 
 
 def write_checkpoint(store: TimeSeriesStore, cur: Any, plan: Plan) -> None:
@@ -114,7 +143,8 @@ def apply_checkpoint(store: TimeSeriesStore, plan: Plan) -> None:
     store.flush_epoch += 1
     # The next plan deletes up to the newest row: the carry is one of them from now on.
     store.last_wal_id = max(store.last_wal_id, plan.carry_id)
-    head.trim(plan.keep_from)
+    if plan.trimmed is None or not head.replace_frozen(plan.frozen, plan.trimmed, plan.bound):
+        head.trim(plan.keep_from)  # the head was merged meanwhile (a read): trim it here
     log.debug("checkpoint: %d samples flushed, %d carried", plan.samples, len(plan.carry[0]))
 
 
@@ -122,7 +152,7 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
                    drop: npt.NDArray[np.bool_] | None = None) -> int:
     """A whole checkpoint on the store's own connection (store lock held)."""
     plan = plan_checkpoint(store, cutoff, retain_ms, drop)
-    if plan is None:
+    if plan is None or prepare(plan).empty:
         return 0
     with store.transaction() as cur:
         write_checkpoint(store, cur, plan)

@@ -83,9 +83,10 @@ def _decoded(store: TimeSeriesStore, keys: list[ChunkKey], blobs: dict[int, byte
     return ts, values, counts
 
 
-def _decode(store: TimeSeriesStore, keys: list[ChunkKey], blobs: dict[int, bytes]) -> DecodedChunks:
+def _decode(store: TimeSeriesStore, keys: list[ChunkKey], blobs: dict[int, bytes] | None = None) -> DecodedChunks:
     """The chunks of ``keys`` (in that order) decoded together: blobs of the cold tier as given,
     the others read by id."""
+    blobs = blobs or {}
     data: dict[int, bytes] = {k[0]: blobs[k[0]] for k in keys if k[0] in blobs}
     p = store.backend.param
     for group in batches([k[0] for k in keys if k[0] not in blobs]):

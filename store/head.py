@@ -160,6 +160,22 @@ def _merge_counting(parts: list[Run], cap: int) -> _Block:
     return _Block(usid, offs, out_ts, out_val)
 
 
+class Frozen:
+    """The head's blocks and pending batches at one moment. Neither is ever changed in place
+    (seals, merges and trims build new ones), so a checkpoint can merge them off the store's
+    lock while appends go on."""
+
+    __slots__ = ("blocks", "pending", "ordered")
+
+    def __init__(self, blocks: tuple[_Block, ...], pending: tuple[tuple[Int64Array, Int64Array, Float64Array], ...],
+                 ordered: bool) -> None:
+        self.blocks, self.pending, self.ordered = blocks, pending, ordered
+
+    def merged(self) -> _Block:
+        return _merge([b.run() for b in self.blocks] + [(*_csr(sid), ts, val) for sid, ts, val in self.pending],
+                      self.ordered)
+
+
 class Head:
     def __init__(self) -> None:
         self.last_ts: Int64Array = np.empty(0, np.int64)
@@ -240,6 +256,33 @@ class Head:
         self._blocks = [_merge(parts, self._ordered)] if parts else []
         self._pending, self._pending_samples = [], 0
         self._ordered = True
+
+    def frozen(self) -> Frozen:
+        return Frozen(tuple(self._blocks), tuple(self._pending), self._ordered)
+
+    def replace_frozen(self, frozen: Frozen, block: _Block, bound: Int64Array) -> bool:
+        """Put ``block`` (what ``frozen`` held, trimmed below ``bound``) in its place, if the head
+        still begins with exactly ``frozen`` (no seal or merge since: batches added after it
+        stay behind ``block``). False, and nothing changed, otherwise."""
+        n = len(frozen.pending)
+        if len(self._blocks) != len(frozen.blocks) or any(a is not b for a, b in zip(self._blocks, frozen.blocks)):
+            return False
+        if len(self._pending) < n or any(a is not b for a, b in zip(self._pending, frozen.pending)):
+            return False
+        newer = self._pending[n:]
+        self._blocks = [block] if len(block) else []
+        self._pending = newer
+        self._pending_samples = sum(len(p[0]) for p in newer)
+        self.samples = len(block) + self._pending_samples
+        # exact again, as after trim(): the oldest sample of each series still held
+        self.first_ts[:] = EMPTY
+        self.first_ts[block.usid] = block.ts[block.offs[:-1]]
+        for sid, ts, _ in newer:
+            np.minimum.at(self.first_ts, sid, ts)
+        m = min(len(bound), self.capacity)
+        touched = np.flatnonzero(bound[:m] > self.head_start[:m])
+        self.head_start[touched] = bound[touched]
+        return True
 
     def _pending_runs(self) -> list[Run]:
         return [(*_csr(sid), ts, val) for sid, ts, val in self._pending]

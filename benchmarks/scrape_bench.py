@@ -186,11 +186,13 @@ def run_ours(args: argparse.Namespace, urls: list[str], tmp: Path) -> Result:
         (s0, f0), (s1, f1) = edges[-len(points)], edges[-1]  # the span's two edges
         stored_series = metric_value(client, "infermeter_store_series")
         rss = ps.memory_info().rss
+        metrics = client.get("/metrics").text.splitlines()
         lags = [
             float(line.rsplit(" ", 1)[1])
-            for line in client.get("/metrics").text.splitlines()
+            for line in metrics
             if line.startswith("infermeter_scrape_loop_lag_seconds{")
         ]
+        print_memory(rss, stored_series, metrics)
     scrapes = s1 - s0
     note = (
         f"{scrapes:,} scrapes in the windows ({scrapes / (p1.wall - p0.wall):.1f}/s, "
@@ -204,6 +206,20 @@ def run_ours(args: argparse.Namespace, urls: list[str], tmp: Path) -> Result:
     failed_share = (f1 - f0) / scrapes if scrapes else float("nan")
     scraped = float((scrapes - (f1 - f0)) * args.series)
     return Result.over("infermeter", points, rss, failed_share, scraped, note)
+
+
+def print_memory(rss: int, series: float, metrics: list[str]) -> None:
+    """Where the RSS is: the store's parts from ``infermeter_store_memory_bytes`` (numpy
+    exact, Python objects estimated), the rest as what they do not cover (interpreter,
+    imported libraries, parser caches, SQLAlchemy, allocator slack)."""
+    parts = {line.split('part="', 1)[1].split('"', 1)[0]: float(line.rsplit(" ", 1)[1])
+             for line in metrics if line.startswith("infermeter_store_memory_bytes{")}
+    print(f"  memory at the end: RSS {rss / MIB:.1f} MiB, {series:,.0f} series")
+    for part, size in sorted(parts.items(), key=lambda item: -item[1]):
+        print(f"    {part:<28} {size / MIB:9.1f} MiB  {size / max(series, 1):8.0f} B/series")
+    rest = rss - sum(parts.values())
+    print(f"    {'everything else':<28} {rest / MIB:9.1f} MiB  {rest / max(series, 1):8.0f} B/series "
+          "(interpreter and libraries, scrape caches, SQLAlchemy, allocator slack)")
 
 
 def run_prometheus(args: argparse.Namespace, binary: str, hostports: list[str], tmp: Path) -> Result:

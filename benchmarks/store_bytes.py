@@ -7,7 +7,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks._common import MIB, Fleet, Target, dir_bytes, section
+from benchmarks._common import MIB, Fleet, Target, dir_bytes, section, skipped
 from benchmarks._victoriametrics import VM_BINARY, VictoriaMetrics
 
 BYTES_GOAL = 4.0
@@ -149,4 +149,9 @@ def bench_bytes(db_path: Path, fleet: Fleet, tmp: Path, use_vm: bool) -> list[st
             f"whole file {sizes.file / max(total, 1):.2f}x everything"
         )
     # the same bytes on every run: one measurement
-    return [Target("bytes_per_sample_sqlite", chunk_pages * per, BYTES_GOAL, False).line()]
+    lines = [Target("bytes_per_sample_sqlite", chunk_pages * per, BYTES_GOAL, False).line()]
+    if vm is None:
+        lines.append(skipped("bytes_per_sample_vs_victoriametrics", 1.0, False, "VictoriaMetrics not run"))
+    else:
+        lines.append(Target("bytes_per_sample_vs_victoriametrics", chunk_pages / max(vm[0], 1), 1.0, False).line())
+    return lines

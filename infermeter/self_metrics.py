@@ -9,6 +9,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from collector.scrape_loop import TargetStatus
+from store.memory import store_memory
 from store.tsdb import TimeSeriesStore
 
 
@@ -39,6 +40,15 @@ class StoreCollector(Collector):
         yield GaugeMetricFamily(
             "infermeter_store_head_samples", "Samples held in the in-memory head.", value=self.store.head.samples
         )
+        memory = GaugeMetricFamily(
+            "infermeter_store_memory_bytes", "Bytes the store holds in memory, by part (Python objects estimated).",
+            labels=["part"],
+        )
+        with self.store.lock:  # the maps it samples change under appends
+            parts = store_memory(self.store)
+        for part, size in parts.items():
+            memory.add_metric([part], size)
+        yield memory
         cache = self.store.chunk_cache
         yield GaugeMetricFamily(
             "infermeter_store_chunk_cache_bytes", "Bytes of decoded chunks kept for repeated reads.", value=cache.nbytes

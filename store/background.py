@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,6 +27,12 @@ if TYPE_CHECKING:
     from store.tsdb import TimeSeriesStore
 
 log = logging.getLogger(__name__)
+
+
+# Smaller slices than inline: an append that starts while one is encoded shares the
+# interpreter with it (the GIL) for at most one slice, ~10 ms, before the checkpoint gives way.
+BACKGROUND_SLICE_SAMPLES = 40_000
+GIVE_WAY_MAX_S = 0.25  # the longest a checkpoint waits between slices for appends to finish
 
 
 class BackgroundCheckpoints:
@@ -75,6 +82,13 @@ class BackgroundCheckpoints:
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("background checkpoint failed")
 
+    def _give_way(self) -> None:
+        """Wait while appends are in flight: they run alone, not at half speed beside the
+        checkpoint's encoding (a bounded wait, so a steady stream of appends cannot starve it)."""
+        deadline = time.monotonic() + GIVE_WAY_MAX_S
+        while self.store.appending and time.monotonic() < deadline:
+            time.sleep(0.001)
+
     def run(self, pressure: bool = False) -> int:
         """One checkpoint on this connection; returns the samples flushed."""
         store = self.store
@@ -94,7 +108,7 @@ class BackgroundCheckpoints:
                     with store.lock:
                         store.pending_floor = None
                     return 0
-                write_checkpoint(store, cur, plan)
+                write_checkpoint(store, cur, plan, self._give_way, BACKGROUND_SLICE_SAMPLES)
                 # Committed off the lock too: a large transaction's commit takes long enough to
                 # show in append latency. Until the marks move, a raw read still takes these
                 # samples from the head (it reads chunks only below head_start), and appends

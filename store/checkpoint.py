@@ -15,6 +15,7 @@ moves the head's marks once that transaction committed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -119,12 +120,16 @@ def prepare(plan: Plan) -> Plan:
     return plan
 
 
-def write_checkpoint(store: TimeSeriesStore, cur: Any, plan: Plan) -> None:
+def write_checkpoint(store: TimeSeriesStore, cur: Any, plan: Plan, pause: Callable[[], None] | None = None,
+                     slice_samples: int = SLICE_SAMPLES) -> None:
     """Chunks and rollups of the plan, the write-ahead rows it covers deleted and its carry
     written, on ``cur`` inside one transaction the caller commits. Needs no store lock: it
-    reads the head only for ``flushed_until``, which only the checkpoint itself moves."""
+    reads the head only for ``flushed_until``, which only the checkpoint itself moves.
+    ``pause``: called between slices (a background checkpoint gives way to appends there)."""
     sid, ts, val = plan.flush
-    for lo, hi in _slices(sid, SLICE_SAMPLES):
+    for lo, hi in _slices(sid, slice_samples):
+        if pause is not None:
+            pause()
         plan.written.extend(_flush_slice(store, cur, sid[lo:hi], ts[lo:hi], val[lo:hi]))
     p = store.backend.param
     cur.execute(f"DELETE FROM wal WHERE id <= {p}", (plan.wal_upto,))

@@ -90,6 +90,8 @@ class TimeSeriesStore:
         self.pending_floor: Int64Array | None = None
         self.background: BackgroundCheckpoints | None = None
         self._queue = AppendQueue()
+        self.appending = 0
+        self._appending_lock = threading.Lock()
         self.cold: ColdTier | None = ColdTier(self.options.cold_url) if self.options.cold_url else None
         self._last_cold_ms = NEVER
         self._conn: Any = None
@@ -163,9 +165,15 @@ class TimeSeriesStore:
         if len(batch) == 0:
             return AppendResult()
         pending = self._queue.put(batch)
-        with self.lock:
-            if not pending.settled:
-                self._append_group(self._queue.take())
+        with self._appending_lock:  # read by a background checkpoint, which gives way to appends
+            self.appending += 1
+        try:
+            with self.lock:
+                if not pending.settled:
+                    self._append_group(self._queue.take())
+        finally:
+            with self._appending_lock:
+                self.appending -= 1
         return pending.outcome()
 
     def _append_group(self, group: list[Pending]) -> None:

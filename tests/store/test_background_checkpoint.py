@@ -153,12 +153,11 @@ def test_a_failed_background_checkpoint_keeps_everything_and_the_next_one_succee
     real_write = background_module.write_checkpoint
     calls = {"n": 0}
 
-    def failing_once(store_: TimeSeriesStore, cur: Any, plan: Any) -> None:
+    def failing_once(*args: Any) -> None:
         calls["n"] += 1
-        if calls["n"] == 1:
-            real_write(store_, cur, plan)  # written, then the connection fails before commit
+        real_write(*args)
+        if calls["n"] == 1:  # written, then the connection fails before commit
             raise ConnectionError("server closed the connection unexpectedly")
-        real_write(store_, cur, plan)
 
     monkeypatch.setattr(background_module, "write_checkpoint", failing_once)
     start = T0 - T0 % (2 * HOUR)
@@ -207,3 +206,17 @@ def test_sqlite_checkpoints_stay_inline(sqlite_url: str) -> None:
         assert store.background is None
     finally:
         store.close(flush=False)
+
+
+def test_a_background_checkpoint_gives_way_to_appends_in_flight_but_not_forever(
+        opened: Callable[..., TimeSeriesStore]) -> None:
+    store = opened(ManualClock(T0))
+    assert store.background is not None
+    began = time.perf_counter()
+    store.background._give_way()
+    assert time.perf_counter() - began < 0.05  # nothing in flight: no wait
+    store.appending = 1  # an append that never ends
+    began = time.perf_counter()
+    store.background._give_way()
+    assert background_module.GIVE_WAY_MAX_S <= time.perf_counter() - began < background_module.GIVE_WAY_MAX_S + 0.2
+    store.appending = 0

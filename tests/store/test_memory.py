@@ -1,0 +1,32 @@
+"""The store's memory by part: numpy parts exact, Python objects estimated from a sample close
+to their whole deep size."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from store import SampleBatch, SeriesKey, StoreOptions
+from store.memory import deep_size, store_memory
+from tests.conftest import T0, StoreFactory
+
+
+def test_memory_parts_count_the_head_exactly_and_estimate_the_index(make_store: StoreFactory) -> None:
+    store = make_store(StoreOptions())
+    keys = [SeriesKey.of("gpu_power_watts", gpu=str(g % 8), host=f"node-{g // 8:04d}", model=f"m{g % 3}")
+            for g in range(2000)]
+    for i in range(5):
+        store.append(SampleBatch.one_per_key(keys, T0 + i * 15_000, np.full(len(keys), float(i))))
+    parts = store_memory(store)
+    head = store.head
+    exact = sum(s.nbytes + t.nbytes + v.nbytes for s, t, v in head._pending) + sum(
+        b.usid.nbytes + b.offs.nbytes + b.ts.nbytes + b.val.nbytes for b in head._blocks)
+    assert parts["head_samples"] == exact >= 5 * 2000 * 16
+    assert parts["head_per_series_arrays"] == 5 * 8 * head.capacity
+    whole = deep_size(list(store.index._keys.values()))
+    assert 0.7 * whole <= parts["series_keys"] <= 1.3 * whole
+    assert parts["postings"] > 0 and parts["chunk_cache"] == 0 and parts["rollup_cache"] == 0
+
+
+def test_deep_size_counts_shared_objects_once() -> None:
+    text = "x" * 1000
+    assert deep_size([text, text]) < deep_size([text, "y" * 1000])

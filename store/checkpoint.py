@@ -97,6 +97,7 @@ def plan_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
             store.flush_epoch += 1
             head.trim(keep)
         return None
+    head.seal()
     return Plan(cutoff.copy(), keep, marked, head.flushed_until.copy(), head.frozen(), store.last_wal_id)
 
 

@@ -260,23 +260,30 @@ class Head:
     def frozen(self) -> Frozen:
         return Frozen(tuple(self._blocks), tuple(self._pending), self._ordered)
 
+    def seal(self) -> None:
+        """Pending batches into a block now (a checkpoint's plan freezes blocks only, so that
+        seals while it is written only add blocks behind them)."""
+        self._seal()
+
     def replace_frozen(self, frozen: Frozen, block: _Block, bound: Int64Array) -> bool:
         """Put ``block`` (what ``frozen`` held, trimmed below ``bound``) in its place, if the head
-        still begins with exactly ``frozen`` (no seal or merge since: batches added after it
-        stay behind ``block``). False, and nothing changed, otherwise."""
-        n = len(frozen.pending)
-        if len(self._blocks) != len(frozen.blocks) or any(a is not b for a, b in zip(self._blocks, frozen.blocks)):
+        still begins with exactly ``frozen`` (blocks sealed since stay behind ``block``; a full
+        merge since -- a read that needed one block -- leaves nothing to replace). False, and
+        nothing changed, otherwise."""
+        k, n = len(frozen.blocks), len(frozen.pending)
+        if len(self._blocks) < k or any(a is not b for a, b in zip(self._blocks, frozen.blocks)):
             return False
         if len(self._pending) < n or any(a is not b for a, b in zip(self._pending, frozen.pending)):
             return False
-        newer = self._pending[n:]
-        self._blocks = [block] if len(block) else []
+        later, newer = self._blocks[k:], self._pending[n:]
+        self._blocks = ([block] if len(block) else []) + later
         self._pending = newer
         self._pending_samples = sum(len(p[0]) for p in newer)
-        self.samples = len(block) + self._pending_samples
+        self.samples = sum(len(b) for b in self._blocks) + self._pending_samples
         # exact again, as after trim(): the oldest sample of each series still held
         self.first_ts[:] = EMPTY
-        self.first_ts[block.usid] = block.ts[block.offs[:-1]]
+        for b in self._blocks:
+            np.minimum.at(self.first_ts, b.usid, b.ts[b.offs[:-1]])
         for sid, ts, _ in newer:
             np.minimum.at(self.first_ts, sid, ts)
         m = min(len(bound), self.capacity)

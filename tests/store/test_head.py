@@ -122,3 +122,38 @@ def test_many_pending_batches_and_a_wide_id_range() -> None:
     _check_window(head, ref, [100_000, 3, 520, 7], 0, 5000)
     _check_window(head, ref, [100_000, 3], 1010, 1020)
     assert len(head._blocks) == 1 and head.samples == 120
+
+
+def _scrape(head: Head, ts: int, sids: tuple[int, ...] = (1, 2, 3)) -> None:
+    n = len(sids)
+    head.add(np.asarray(sids, np.int64), np.full(n, ts, np.int64), np.full(n, float(ts)))
+
+
+def test_a_frozen_head_is_replaced_by_its_trimmed_merge_and_what_came_after_stays() -> None:
+    head = Head()
+    for ts in range(10):
+        _scrape(head, ts)
+    head.seal()
+    frozen = head.frozen()
+    for ts in range(10, 15):
+        _scrape(head, ts)
+    head.seal()  # a block sealed while the checkpoint wrote
+    _scrape(head, 15)  # and a batch still pending
+    merged = frozen.merged()
+    sid, ts, val = merged.sid(), merged.ts, merged.val
+    kept = ts >= 5
+    trimmed = head_module._Block.of(sid[kept], ts[kept], val[kept])
+    bound = np.full(head.capacity, 5, np.int64)
+    assert head.replace_frozen(frozen, trimmed, bound)
+    sid, ts, val = head.columns()
+    assert sid.tolist() == [s for s in (1, 2, 3) for _ in range(11)]
+    assert ts.tolist() == list(range(5, 16)) * 3 and val.tolist() == [float(t) for t in range(5, 16)] * 3
+    assert head.samples == 33
+    assert head.first_ts[1:4].tolist() == [5, 5, 5] and head.head_start[1:4].tolist() == [5, 5, 5]
+
+    frozen = head.frozen()
+    _scrape(head, 16)
+    head.compact()  # a read merged everything meanwhile: nothing to replace
+    before = head.columns()[1].tolist()
+    assert not head.replace_frozen(frozen, trimmed, bound)
+    assert head.columns()[1].tolist() == before

@@ -44,9 +44,7 @@ class StoreCollector(Collector):
             "infermeter_store_memory_bytes", "Bytes the store holds in memory, by part (Python objects estimated).",
             labels=["part"],
         )
-        with self.store.lock:  # the maps it samples change under appends
-            parts = store_memory(self.store)
-        for part, size in parts.items():
+        for part, size in store_memory(self.store).items():
             memory.add_metric([part], size)
         yield memory
         cache = self.store.chunk_cache

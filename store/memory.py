@@ -1,15 +1,15 @@
 """Where the store's memory goes, part by part, for ``/metrics`` and the benchmarks.
 
-numpy arrays are counted exactly (``nbytes``). Python objects (series keys, the id maps, the
-postings) are estimated: the containers' own sizes plus the deep size of a sample of their
-entries times their count -- exact enough to tell which part holds the bytes, cheap enough
-to run on every scrape of ``/metrics`` at 100 k series.
+numpy arrays are counted exactly (``nbytes``). Python objects are estimated: the tables' own
+sizes, every posting list's array, and the deep size of a sample of the series keys and label
+pairs times their count -- exact enough to tell which part holds the bytes, cheap enough to
+run on every scrape of ``/metrics`` at 100 k series.
 """
 
 from __future__ import annotations
 
+import itertools
 import sys
-from collections.abc import Iterable, Sized
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,40 +37,38 @@ def deep_size(obj: Any, seen: set[int] | None = None) -> int:
     return size
 
 
-def estimated(container: Sized, entries: Iterable[Any]) -> int:
-    """The container's own bytes plus its entries' deep size, from a sample of them."""
-    n = len(container)
-    if n == 0:
-        return sys.getsizeof(container)
-    sample = []
-    for i, entry in enumerate(entries):
-        if i >= SAMPLE:
-            break
-        sample.append(entry)
-    seen: set[int] = set()  # strings shared by entries (label names, common values) count once
-    per = sum(deep_size(entry, seen) for entry in sample) / max(len(sample), 1)
-    return sys.getsizeof(container) + int(per * n)
-
-
 def store_memory(store: TimeSeriesStore) -> dict[str, int]:
-    """Bytes per part of the store (see the module doc)."""
-    head = store.head
-    blocks = sum(b.usid.nbytes + b.offs.nbytes + b.ts.nbytes + b.val.nbytes + (b._key.nbytes if b._key is not None else 0)
-                 for b in head._blocks)
-    pending = sum(s.nbytes + t.nbytes + v.nbytes for s, t, v in head._pending)
-    per_series = sum(a.nbytes for a in (head.last_ts, head.last_bits, head.flushed_until, head.head_start, head.first_ts))
-    index = store.index
-    keys = estimated(index._keys, index._keys.values())  # the SeriesKey objects, once
-    ids = sys.getsizeof(index._ids)  # the same keys, mapped back: only the table is extra
+    """Bytes per part of the store (see the module doc). Takes the store's lock only to copy
+    references; the sizes are added up after."""
+    head, index = store.head, store.index
     postings = index._postings
-    posting_lists = estimated(postings._ids, ((k, v) for k, v in postings._ids.items()))
-    by_metric = estimated(index._by_metric, index._by_metric.items())
+    with store.lock:
+        blocks = [(b.usid, b.offs, b.ts, b.val, b._key) for b in head._blocks]
+        pending = list(head._pending)
+        per_series = [head.last_ts, head.last_bits, head.flushed_until, head.head_start, head.first_ts]
+        keys = list(itertools.islice(index._keys.values(), SAMPLE))
+        n_keys = len(index._keys)
+        ids_table = sys.getsizeof(index._ids) + sys.getsizeof(index._keys)
+        lists = list(postings._ids.values())
+        pairs = list(itertools.islice(postings._ids.keys(), SAMPLE))
+        posting_table = sys.getsizeof(postings._ids)
+        by_metric = list(index._by_metric.values())
+    head_bytes = sum(a.nbytes for block in blocks for a in block if a is not None)
+    head_bytes += sum(s.nbytes + t.nbytes + v.nbytes for s, t, v in pending)
+    seen: set[int] = set()
+    per_key = sum(deep_size(k, seen) for k in keys) / max(len(keys), 1)
+    seen = set()
+    per_pair = sum(deep_size(p, seen) for p in pairs) / max(len(pairs), 1)
+    # A posting list holds the same int objects as the others (one per series id): the lists'
+    # own arrays, plus one int per series.
+    posting_bytes = posting_table + int(per_pair * len(lists)) + sum(map(sys.getsizeof, lists)) + 32 * n_keys
+    posting_bytes += sum(map(sys.getsizeof, by_metric))
     return {
-        "head_samples": blocks + pending,
-        "head_per_series_arrays": per_series,
-        "series_keys": keys,
-        "series_id_map": ids,
-        "postings": posting_lists + by_metric,
+        "head_samples": head_bytes,
+        "head_per_series_arrays": sum(a.nbytes for a in per_series),
+        "series_keys": int(per_key * n_keys),
+        "series_id_maps": ids_table,
+        "postings": posting_bytes,
         "chunk_cache": store.chunk_cache.nbytes,
         "rollup_cache": store.rollup_cache.rows * ROLLUP_ROW_BYTES,
     }

@@ -249,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {len(ours_active)} alerts active in ours")
         why = "Prometheus not installed"
         print(skipped("same_alerts_active", 1.0, True, why))
-        print(skipped("rules_eval_vs_prometheus", 0.5, False, why))
+        print(skipped("rules_eval_vs_prometheus", 0.25, False, why))
         return 0
     print(f"Prometheus: {statistics.median(prom_cycles) * 1000:.1f} ms per cycle (sum of its groups' last "
           f"durations; {spread([c * 1000 for c in prom_cycles])} ms)")
@@ -265,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ratios = [ours_cycle / p if p else float("inf") for p in prom_cycles]
     print(f"ours (median cycle) / Prometheus, reading by reading: {spread(ratios)}")
     print(Target("same_alerts_active", float(same), 1.0, True).line())
-    print(Target.median_of("rules_eval_vs_prometheus", ratios, 0.5, False).line())
+    print(Target.median_of("rules_eval_vs_prometheus", ratios, 0.25, False).line())  # raised from 0.5 once met
     return 0
 
 

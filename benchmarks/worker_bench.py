@@ -9,7 +9,7 @@ with CUDA the same script measures the GPU (``--device cuda``; auto picks CUDA w
    read + write bytes counted, and a large array sum, read bytes), then batch-1 decode of
    ``ref-small`` (the GPT-2-small-sized reference shape, ~125 M parameters: its weights are far
    larger than the CPU caches) directly on the model, no HTTP.  A decode step reads every weight
-   once, so the limit is bandwidth / weight bytes read per token; the target is tokens/s >= 0.6
+   once, so the limit is bandwidth / weight bytes read per token; the target is tokens/s >= 0.8
    x that limit.  Bandwidth and decode rounds alternate; the bandwidth is the best measurement
    and the decode rate 1 / the 20th-percentile step time (the host is shared: interference only
    ever slows a measurement down, and both figures should describe the undisturbed machine).
@@ -164,7 +164,7 @@ def bench_bandwidth(args: argparse.Namespace, device: Any) -> list[str]:
             if threads == threads_auto:  # the thread count the worker itself would use
                 which = f"{name}, the worker's default" if label == "auto" else name
                 targets.append(Target(f"batch-1 decode / bandwidth limit (ref-small, {which}, {device.type})",
-                                      ratio, 0.6, True).line())
+                                      ratio, 0.8, True).line())  # raised from 0.6 once met
         del decoder
     return targets
 

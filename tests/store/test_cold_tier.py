@@ -41,10 +41,12 @@ def fill(store: TimeSeriesStore) -> None:
     rng = np.random.default_rng(5)
     steps = DAYS * DAY // STEP
     values = np.cumsum(rng.normal(0, 3, (steps, len(KEYS))), axis=0) + 300
-    for j in range(steps):
-        ts = START + j * STEP
-        store.clock.set(ts)  # type: ignore[attr-defined]
-        store.append(SampleBatch.one_per_key(KEYS, ts, values[j]))
+    per = 24  # two hours of scrapes per append: checkpoints still cut at every 2 h boundary
+    index = np.tile(np.arange(len(KEYS), dtype=np.int64), per)
+    for j in range(0, steps, per):
+        ts = START + np.arange(j, j + per, dtype=np.int64) * STEP
+        store.clock.set(int(ts[-1]))  # type: ignore[attr-defined]
+        store.append(SampleBatch(KEYS, index, np.repeat(ts, len(KEYS)), values[j : j + per].reshape(-1)))
     store.clock.set(END)  # type: ignore[attr-defined]
     store.checkpoint(force=True)
 

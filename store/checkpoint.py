@@ -24,7 +24,8 @@ import numpy.typing as npt
 
 from store.backend import CHUNK_COLUMNS
 from store.codec import ENCODING_V1, encode_segments
-from store.head import NEVER, Frozen, _Block
+from store.head import NEVER, Frozen
+from store.head_blocks import _Block
 from store.rollup import Frame, merge_rows, regroup
 from store.types import Float64Array, Int64Array
 from store.wal import encode_wal

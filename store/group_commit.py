@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from store.append_result import AppendResult
 from store.types import Float64Array, Int64Array, SampleBatch
+
+if TYPE_CHECKING:
+    from store.tsdb import TimeSeriesStore
 
 Part = tuple[Int64Array, Int64Array, Float64Array]  # one batch's series ids, times and values
 
@@ -79,3 +83,37 @@ def combined(parts: list[Part]) -> tuple[Int64Array, Int64Array, Float64Array, I
 def per_owner(status: np.ndarray, owner: Int64Array, owners: int, codes: int) -> np.ndarray:
     """Counts of each status code per owner: an (owners, codes) array."""
     return np.bincount(owner * codes + status.astype(np.int64), minlength=owners * codes).reshape(owners, codes)
+
+
+def group_ids(store: TimeSeriesStore, group: list[Pending], cur: Any, now: int) -> tuple[list[Pending], list[Part]]:
+    """Series ids of every sample of the group (the keys of all batches resolved in one
+    call, so a series new to two batches is created once); a batch with bad ids fails alone."""
+    live: list[Pending] = []
+    ids: list[Int64Array | None] = []
+    for pending in group:
+        try:
+            ids.append(checked_ids(store, pending.batch) if pending.batch.key_ids is not None else None)
+            live.append(pending)
+        except ValueError as exc:
+            pending.fail(exc)
+    unresolved = [p.batch.keys for p, i in zip(live, ids) if i is None]
+    if unresolved:
+        resolved = store.index.resolve([k for keys in unresolved for k in keys], store.backend, cur, now,
+                                      store.active.room(now))
+        at = 0
+        for n, (p, i) in enumerate(zip(live, ids)):
+            if i is None:
+                ids[n] = resolved[at : at + len(p.batch.keys)]
+                at += len(p.batch.keys)
+    parts = [(key_ids[p.batch.key_index], np.asarray(p.batch.ts_ms, np.int64), np.asarray(p.batch.values, np.float64))
+             for p, key_ids in zip(live, ids) if key_ids is not None]
+    return live, parts
+
+
+def checked_ids(store: TimeSeriesStore, batch: SampleBatch) -> Int64Array:
+    ids = np.asarray(batch.key_ids, dtype=np.int64)
+    if len(ids) != len(batch.keys):
+        raise ValueError("key_ids must give one id per key")
+    if len(ids) and (ids.min() < 0 or ids.max() > store.index.max_id()):  # 0: refused by the series limit
+        raise ValueError("key_ids holds ids this store did not hand out")
+    return ids

@@ -38,126 +38,14 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from store.head_blocks import _FANIN, Run, _Block, _csr, _level, _merge
 from store.types import Float64Array, Int64Array
 
 NEVER = np.iinfo(np.int64).min
 EMPTY = np.iinfo(np.int64).max  # first_ts of a series without samples in the head
 
-_FANIN = 8  # blocks of one size class merged at once
-_BASE = 1 << 16  # samples: blocks below _FANIN * _BASE are all of the smallest class
-_COUNTING_PARTS = 16  # merges of up to this many runs count instead of sorting
 _SEAL_PENDING = 2_000_000  # samples waiting for a read before they are sealed all the same
 _MAX_BLOCKS = 48  # past this, merge everything (only odd size sequences get here)
-
-
-Run = tuple[Int64Array, Int64Array, Int64Array, Float64Array]  # usid, offs, ts, val (see _Block)
-
-
-def _csr(sid: Int64Array) -> tuple[Int64Array, Int64Array]:
-    """(distinct ids, offsets) of ids sorted ascending: id usid[k] owns [offs[k], offs[k+1])."""
-    n = len(sid)
-    if n == 0:
-        return np.empty(0, np.int64), np.zeros(1, np.int64)
-    starts = np.flatnonzero(np.append(True, sid[1:] != sid[:-1]))
-    return sid[starts], np.append(starts, n).astype(np.int64)
-
-
-class _Block:
-    """Samples sorted by (sid, ts). The ids are kept once per series, not per sample (``usid``
-    and ``offs``, as in a CSR matrix): a third less memory than an id column.
-    ``key()`` = (sid << 42) | ts per sample, built only when a read cuts through the block."""
-
-    __slots__ = ("usid", "offs", "ts", "val", "min_ts", "max_ts", "_key")
-
-    def __init__(self, usid: Int64Array, offs: Int64Array, ts: Int64Array, val: Float64Array) -> None:
-        self.usid, self.offs, self.ts, self.val = usid, offs, ts, val
-        self.min_ts = int(ts.min()) if len(ts) else 0
-        self.max_ts = int(ts.max()) if len(ts) else -1
-        self._key: Int64Array | None = None
-
-    @classmethod
-    def of(cls, sid: Int64Array, ts: Int64Array, val: Float64Array) -> _Block:
-        return cls(*_csr(sid), ts, val)
-
-    def __len__(self) -> int:
-        return len(self.ts)
-
-    def run(self) -> Run:
-        return self.usid, self.offs, self.ts, self.val
-
-    def sid(self) -> Int64Array:
-        """The id of every sample (a new array)."""
-        return np.repeat(self.usid, np.diff(self.offs))
-
-    def segments(self, sids: Int64Array) -> tuple[Int64Array, Int64Array]:
-        """[lo, hi) of each id's samples; an absent id gets lo == hi at its sorted place."""
-        usid = self.usid
-        idx = np.searchsorted(usid, sids, side="left")
-        lo = self.offs[idx]
-        hi = lo.copy()
-        if len(usid):
-            found = (idx < len(usid)) & (usid[np.minimum(idx, len(usid) - 1)] == sids)
-            hi[found] = self.offs[idx[found] + 1]
-        return lo, hi
-
-    def key(self) -> Int64Array:
-        # timestamps are below 2**42 ms (year 2109) and ids below 2**21
-        if self._key is None:
-            self._key = (self.sid() << 42) | np.maximum(self.ts, 0)
-        return self._key
-
-
-def _level(n: int) -> int:
-    level = 0
-    while n >= _BASE * _FANIN:
-        n //= _FANIN
-        level += 1
-    return level
-
-
-def _merge(parts: list[Run], ordered: bool) -> _Block:
-    """One block from runs sorted by (sid, ts). ``ordered``: for every series, the runs' samples
-    are in time order run after run, so merging the runs by series alone is enough; otherwise
-    a full (series, time) sort."""
-    parts = [p for p in parts if len(p[2])]
-    if not parts:
-        empty = np.empty(0, np.int64)
-        return _Block(empty, np.zeros(1, np.int64), empty.copy(), np.empty(0, np.float64))
-    if len(parts) == 1:
-        return _Block(*parts[0])
-    if ordered and len(parts) <= _COUNTING_PARTS:
-        n = sum(len(p[2]) for p in parts)
-        cap = max(int(p[0][-1]) for p in parts) + 1
-        if n * len(parts) >= cap:  # counting costs a pass over every possible id per run
-            return _merge_counting(parts, cap)
-    sid = np.concatenate([np.repeat(p[0], np.diff(p[1])) for p in parts])
-    ts = np.concatenate([p[2] for p in parts])
-    val = np.concatenate([p[3] for p in parts])
-    order = np.argsort(sid, kind="stable") if ordered else np.lexsort((ts, sid))
-    return _Block.of(sid[order], ts[order], val[order])
-
-
-def _merge_counting(parts: list[Run], cap: int) -> _Block:
-    """Merge a few runs sorted by series, run order breaking ties, by counting: ids are dense,
-    so every sample's place follows from per-series counts, with no comparison sort (several
-    times cheaper than a stable argsort of the concatenation, and no gather)."""
-    total = np.zeros(cap, np.int64)
-    for usid, offs, _, _ in parts:
-        total[usid] += np.diff(offs)
-    n = int(total.sum())
-    out_ts = np.empty(n, np.int64)
-    out_val = np.empty(n, np.float64)
-    nxt = np.cumsum(total) - total  # where each series' next samples go
-    for usid, offs, ts, val in parts:
-        counts = np.diff(offs)
-        pos = np.repeat(nxt[usid] - offs[:-1], counts) + np.arange(len(ts), dtype=np.int64)
-        out_ts[pos] = ts
-        out_val[pos] = val
-        nxt[usid] += counts
-    usid = np.flatnonzero(total).astype(np.int64)
-    offs = np.zeros(len(usid) + 1, np.int64)
-    np.cumsum(total[usid], out=offs[1:])
-    return _Block(usid, offs, out_ts, out_val)
 
 
 class Frozen:

@@ -36,7 +36,7 @@ from store.background import BackgroundCheckpoints
 from store.chunk_cache import ChunkCache
 from store.clock import Clock
 from store.cold_tier import ColdTier, MoveResult
-from store.group_commit import AppendQueue, Part, Pending, combined, per_owner
+from store.group_commit import AppendQueue, Pending, combined, group_ids, per_owner
 from store.head import EMPTY, NEVER, Head
 from store.head_views import HeadSnapshot as HeadSnapshot
 from store.head_views import HeadWindow as HeadWindow
@@ -180,7 +180,7 @@ class TimeSeriesStore:
         now = self.clock.now_ms()
         try:
             with self.transaction() as cur:
-                live, parts = self._group_ids(group, cur, now)
+                live, parts = group_ids(self, group, cur, now)
                 if not live:
                     return
                 sid, ts, val, owner = combined(parts)
@@ -212,30 +212,6 @@ class TimeSeriesStore:
                 self._rejected[reason] += count
             pending.succeed(result)
         self._maybe_checkpoint()
-
-    def _group_ids(self, group: list[Pending], cur: Any, now: int) -> tuple[list[Pending], list[Part]]:
-        """Series ids of every sample of the group (the keys of all batches resolved in one
-        call, so a series new to two batches is created once); a batch with bad ids fails alone."""
-        live: list[Pending] = []
-        ids: list[Int64Array | None] = []
-        for pending in group:
-            try:
-                ids.append(self._checked_ids(pending.batch) if pending.batch.key_ids is not None else None)
-                live.append(pending)
-            except ValueError as exc:
-                pending.fail(exc)
-        unresolved = [p.batch.keys for p, i in zip(live, ids) if i is None]
-        if unresolved:
-            resolved = self.index.resolve([k for keys in unresolved for k in keys], self.backend, cur, now,
-                                          self.active.room(now))
-            at = 0
-            for n, (p, i) in enumerate(zip(live, ids)):
-                if i is None:
-                    ids[n] = resolved[at : at + len(p.batch.keys)]
-                    at += len(p.batch.keys)
-        parts = [(key_ids[p.batch.key_index], np.asarray(p.batch.ts_ms, np.int64), np.asarray(p.batch.values, np.float64))
-                 for p, key_ids in zip(live, ids) if key_ids is not None]
-        return live, parts
 
     def resolve(self, keys: Sequence[SeriesKey]) -> Int64Array:
         """Store ids for ``keys``, creating (and committing) series that are new."""
@@ -269,14 +245,6 @@ class TimeSeriesStore:
             raise
         finally:
             cur.close()
-
-    def _checked_ids(self, batch: SampleBatch) -> Int64Array:
-        ids = np.asarray(batch.key_ids, dtype=np.int64)
-        if len(ids) != len(batch.keys):
-            raise ValueError("key_ids must give one id per key")
-        if len(ids) and (ids.min() < 0 or ids.max() > self.index.max_id()):  # 0: refused by the series limit
-            raise ValueError("key_ids holds ids this store did not hand out")
-        return ids
 
     def _validate(self, sid: Int64Array, ts: Int64Array, val: Float64Array, now_ms: int) -> npt.NDArray[np.int8]:
         return validate(self.head, self.options, self.pending_floor, sid, ts, val, now_ms)

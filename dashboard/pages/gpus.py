@@ -40,8 +40,8 @@ def per_gpu(ctx: PanelContext, view: View, metric: str, fn: str = "avg", *, flee
 
 def fleet_window(ctx: PanelContext, metric: str, g: tuple[Matcher, ...] | None, view: View) -> Window:
     """Steps for a figure of :func:`fleet_lines_figure`: as many traces as it will draw."""
-    gpus = len(ctx.queries.keys(metric, g)) if g is not None else 0
-    return ctx.queries.window_for(metric, g, view, traces=max(1, FLEET_TRACES if gpus > FLEET_LINES_MAX else gpus))
+    gpus = max(1, len(ctx.queries.keys(metric, g)) if g is not None else 0)  # one lookup: window_for would repeat it
+    return view.window(traces=FLEET_TRACES if gpus > FLEET_LINES_MAX else gpus, series=gpus)
 
 
 def heatmap(ctx: PanelContext, view: View) -> Figure:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import store.head as head_module
+import store.head_blocks as head_blocks
 from store.head import NEVER, Head
 
 Ref = dict[int, list[tuple[int, float]]]
@@ -51,7 +52,7 @@ def _check_window(head: Head, ref: Ref, sids: list[int], start: int, end: int) -
 @pytest.mark.parametrize("small_blocks", [False, True])
 def test_blocks_read_like_one_sorted_head(seed: int, small_blocks: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     if small_blocks:  # exercise size classes and the block cap with a few samples
-        monkeypatch.setattr(head_module, "_BASE", 2)
+        monkeypatch.setattr(head_blocks, "_BASE", 2)  # the size classes live with the blocks
         monkeypatch.setattr(head_module, "_MAX_BLOCKS", 6)
         monkeypatch.setattr(head_module, "_SEAL_PENDING", 20)  # adds seal too, not only reads
     rng = random.Random(seed)
@@ -142,7 +143,7 @@ def test_a_frozen_head_is_replaced_by_its_trimmed_merge_and_what_came_after_stay
     merged = frozen.merged()
     sid, ts, val = merged.sid(), merged.ts, merged.val
     kept = ts >= 5
-    trimmed = head_module._Block.of(sid[kept], ts[kept], val[kept])
+    trimmed = head_blocks._Block.of(sid[kept], ts[kept], val[kept])
     bound = np.full(head.capacity, 5, np.int64)
     assert head.replace_frozen(frozen, trimmed, bound)
     sid, ts, val = head.columns()

@@ -221,9 +221,9 @@ def _finite(p: Prediction) -> Prediction:
     )
 
 
-def bench_accuracy(quick: bool) -> list[str]:
+def bench_accuracy(quick: bool, real_dir: Path | None = None, real_windows: int = 3) -> list[str]:
     targets: list[str] = []
-    targets += bench_real(load_column("burstgpt1_week1_hourly_tokens.csv", "total_tokens"))
+    targets += bench_real(load_column("burstgpt1_week1_hourly_tokens.csv", "total_tokens"), real_dir, real_windows)
     daily = load_column("burstgpt1_daily.csv", "total_tokens")
     if daily is None:
         targets += _skip("burstgpt_daily")
@@ -283,7 +283,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {', '.join(SECTIONS)}"
     )
+    parser.add_argument(
+        "--real-dir", type=Path, help="more real hourly series: every *.csv in DIR with a 'value' column"
+    )
+    parser.add_argument("--real-windows", type=int, default=3, help="14-day windows per --real-dir file (default 3)")
     args = parser.parse_args(argv)
+    if args.real_dir is not None and not args.real_dir.is_dir():
+        parser.error(f"--real-dir {args.real_dir}: not a directory")
     args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = set(args.sections) - set(SECTIONS)
     if unknown:
@@ -298,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     targets: list[str] = []
     if "accuracy" in args.sections:
-        targets += bench_accuracy(args.quick)
+        targets += bench_accuracy(args.quick, args.real_dir, args.real_windows)
     if "speed" in args.sections:
         targets += bench_speed(args.quick, args.repeats)
     print(f"\nload average at end: {os.getloadavg()}")

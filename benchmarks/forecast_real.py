@@ -13,6 +13,12 @@ Series (every real hourly series available on this machine):
   (``../shared/data/traces``); only a week long, so its origins are hours 72 and 96 and seasonal
   naive 168 takes no part.
 
+* every ``*.csv`` of ``--real-dir DIR`` (optional): one hourly series per file in a column named
+  ``value`` (an empty cell is a missing hour), cut into consecutive 14-day windows (at most
+  ``--real-windows`` per file), each on the same protocol. This is how real series that cannot
+  ship with the project (licence unknown, or private to a user) take part; the output names
+  each file's windows and prints their summary apart from the built-in series.
+
 A series whose source is absent is skipped with a message. Targets: mean over series of the
 method's WAPE / the better seasonal naive's <= 0.85, the worst series <= 1.1; the 80 % band's
 coverage within 70-90 % and the 95 % band's within 90-98 % on every series.
@@ -20,8 +26,10 @@ coverage within 70-90 % and the 95 % band's within 90-98 % on every series.
 
 from __future__ import annotations
 
+import csv
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -41,6 +49,7 @@ class RealSeries:
     name: str
     y: F64
     origins: tuple[int, ...]
+    from_dir: bool = False  # read from --real-dir rather than built in
 
 
 def real_series(burstgpt_hourly: F64 | None) -> list[RealSeries]:
@@ -59,6 +68,38 @@ def real_series(burstgpt_hourly: F64 | None) -> list[RealSeries]:
     return out
 
 
+class RealDirError(ValueError):
+    """A file of ``--real-dir`` is not an hourly ``value`` column."""
+
+
+def dir_series(directory: Path, max_windows: int) -> list[RealSeries]:
+    """The 14-day windows of every ``*.csv`` in ``directory`` (see the module doc)."""
+    out: list[RealSeries] = []
+    paths = sorted(directory.glob("*.csv"))
+    if not paths:
+        print(f"--real-dir {directory}: no *.csv files")
+    for path in paths:
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            if reader.fieldnames is None or "value" not in reader.fieldnames:
+                raise RealDirError(f"{path}: needs a column named 'value', has {reader.fieldnames}")
+            y = []
+            for line, row in enumerate(reader, start=2):
+                cell = (row["value"] or "").strip()
+                try:
+                    y.append(float(cell) if cell else float("nan"))
+                except ValueError:
+                    raise RealDirError(f"{path}, line {line}: value {cell!r} is not a number") from None
+        values = np.asarray(y, dtype=np.float64)
+        windows = min(max_windows, values.shape[0] // WINDOW)
+        if windows == 0:
+            print(f"skipping {path.name}: {values.shape[0]} hours, a window needs {WINDOW}")
+        for i in range(windows):
+            window = values[i * WINDOW : (i + 1) * WINDOW]
+            out.append(RealSeries(f"{path.stem}_w{i}", window, tuple(range(168, WINDOW - HORIZON + 1, 24)), True))
+    return out
+
+
 @dataclass(frozen=True)
 class SeriesResult:
     name: str
@@ -67,6 +108,7 @@ class SeriesResult:
     snaive168: Score | None
     linear6h: Score
     chosen: list[str]
+    from_dir: bool = False
 
     @property
     def best_snaive(self) -> float:
@@ -98,27 +140,35 @@ def evaluate(series: RealSeries) -> SeriesResult:
         s168 if s168.points else None,
         acc["linear6h"].score(),
         chosen,
+        series.from_dir,
     )
 
 
-def bench_real(burstgpt_hourly: F64 | None) -> list[str]:
+def bench_real(burstgpt_hourly: F64 | None, real_dir: Path | None = None, real_windows: int = 3) -> list[str]:
     section("accuracy: real hourly series (origins every 24 h, 72 h ahead)")
-    results = [evaluate(s) for s in real_series(burstgpt_hourly)]
+    extra = dir_series(real_dir, real_windows) if real_dir is not None else []
+    results = [evaluate(s) for s in real_series(burstgpt_hourly) + extra]
     if not results:
         why = "no real series available"
         return [skipped("real_mean_wape_vs_best_snaive", 0.85, False, why)]
+    width = max(16, *(len(r.name) for r in results))
     print(
-        f"{'series':16s} {'WAPE':>6s} {'MASE':>6s} {'sn24':>6s} {'sn168':>6s} {'lin6h':>6s} "
+        f"{'series':{width}s} {'WAPE':>6s} {'MASE':>6s} {'sn24':>6s} {'sn168':>6s} {'lin6h':>6s} "
         f"{'/best sn':>8s} {'cov80':>6s} {'cov95':>6s}  chosen"
     )
     for r in results:
         sn168 = f"{r.snaive168.wape:6.3f}" if r.snaive168 else f"{'-':>6s}"
         print(
-            f"{r.name:16s} {r.method.wape:6.3f} {r.method.mase:6.3f} {r.snaive24.wape:6.3f} {sn168} "
+            f"{r.name:{width}s} {r.method.wape:6.3f} {r.method.mase:6.3f} {r.snaive24.wape:6.3f} {sn168} "
             f"{r.linear6h.wape:6.3f} {r.method.wape / r.best_snaive:8.2f} {r.method.coverage80:6.3f} "
             f"{r.method.coverage95:6.3f}  {', '.join(r.chosen)}"
         )
     ratios = [r.method.wape / r.best_snaive for r in results]
+    for label, group in (("built-in", False), ("--real-dir", True)):
+        part = [x for r, x in zip(results, ratios) if r.from_dir == group]
+        if part and extra:
+            print(f"{label} series: mean WAPE / better seasonal naive {statistics.fmean(part):.2f}, "
+                  f"worst {max(part):.2f}, beaten on {sum(1 for x in part if x < 1.0)} of {len(part)}")
     beaten = sum(1 for x in ratios if x < 1.0)
     print(f"beat the better seasonal naive on {beaten} of {len(results)} series; vs linear 6h on "
           f"{sum(1 for r in results if r.method.wape < r.linear6h.wape)} of {len(results)}")

@@ -8,8 +8,9 @@ point :func:`forecast_series`.
    blind to it are not backtested (:func:`forecast.choose.blind_to_week`). AIC is not used: it cannot
    compare across transforms or with the baselines, and it rewards in-sample fit, not the 72 h
    ahead we are judged on.
-3. :func:`forecast.choose.choose` ranks them on common origins, offers median and mean
-   combinations and applies the rules that keep a short backtest from misleading.
+3. :func:`forecast.choose.choose` ranks them by skill against seasonal naive on the same
+   origins, forecasts the median of the best three and applies the rules that keep a short
+   backtest from misleading.
 4. The winner is refitted on the last ``window`` points and predicts ``horizon`` steps. If that
    fails or the optimiser does not converge, the next-ranked candidate is used (flag
    ``fallback``); the seasonal naive / naive forecasts are the last resort and cannot fail.
@@ -38,8 +39,10 @@ from forecast.baselines import (
     Drift,
     LogScale,
     Naive,
+    RecentMedian,
     SeasonalMean,
     SeasonalNaive,
+    SeasonalNaiveSES,
 )
 from forecast.choose import blind_to_week, choose
 from forecast.clean import clean
@@ -62,8 +65,7 @@ class SelectConfig:
     window: int = 24 * 28  # fit on at most this many recent points (four weeks)
     use_sarimax: bool = False  # the Fourier-SARIMAX candidate (slower; off the default path)
     use_multiplicative: bool = False  # ETS(M,Ad,M) on strictly positive series (see candidates)
-    combine_top: int = 3  # offer the median and mean of the best k backtested models (0: off)
-    combo_margin: float = 0.05  # a single model must beat the best combination by this share
+    combine_top: int = 3  # forecast the median of the best k backtested models (0 or 1: the best alone)
     conformal: bool = True  # intervals from the backtest's errors (forecast.conformal)
     seed: int = 0  # for simulated intervals of multiplicative models
 
@@ -107,9 +109,11 @@ def candidates(y: F64, config: SelectConfig) -> list[Forecaster]:
 
     Seasonal ETS is tried only if :func:`is_seasonal` finds the daily season in the recent
     window, non-seasonal ETS only if it does not (both ways the backtest would reject the other
-    kind; not fitting it saves a third of the time). The weekly models join as soon as the
-    history allows them: seasonal naive 168 from one week, its levelled twin a day later, the
-    weekly seasonal mean and the daily+weekly decomposition from two weeks. ETS(M,Ad,M) is
+    kind; not fitting it saves a third of the time). The recent medians (a day, three days, a
+    week) are the absolute-error forecast of bursty load. The weekly models join as soon as the
+    history allows them: seasonal naive 168 and the day-type profile from one week, seasonal
+    naive with the smoothed gap a day later, the levelled weekly median and the daily+weekly
+    decomposition from two weeks. ETS(M,Ad,M) is
     opt-in (``use_multiplicative``): it needs strictly positive data, its intervals are
     simulated, and ETS(A,Ad,A) on ``log(y + c)`` covers the same multiplicative shape.
     """
@@ -118,8 +122,11 @@ def candidates(y: F64, config: SelectConfig) -> list[Forecaster]:
     out: list[Forecaster] = [Naive(), Drift()]
     if n >= m:
         out.append(SeasonalNaive(m))
+        out.append(RecentMedian(m))
     if n >= 2 * m:
         out.append(SeasonalMean(m))
+    if n >= 3 * m:
+        out.append(RecentMedian(3 * m))
     if not seasonal:
         out.append(Clipped(ETS("add", "add", damped=True, seasonal=None)))
         out.append(LogScale(ETS("add", "add", damped=True, seasonal=None)))
@@ -131,6 +138,9 @@ def candidates(y: F64, config: SelectConfig) -> list[Forecaster]:
     long_m = config.long_season
     if long_m is not None and n >= long_m:
         out.append(SeasonalNaive(long_m, guard=m if long_m % m == 0 else 0))
+        out.append(RecentMedian(long_m, week=long_m))
+        if n >= long_m + m:
+            out.append(LogScale(SeasonalNaiveSES(long_m, m)))
         if long_m % m == 0:
             out.append(DayTypeProfile(m, long_m // m))
         if n >= 2 * long_m:

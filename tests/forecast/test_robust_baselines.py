@@ -1,0 +1,65 @@
+"""Last week plus the smoothed gap to it, and the recent median: the two baselines for level
+shifts and for bursty load."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from forecast.baselines import LogScale, RecentMedian, SeasonalNaive, SeasonalNaiveSES
+from forecast.choose import uses_week
+from forecast.types import FitError
+from tests.forecast.synthetic import seasonal
+
+
+def test_a_stable_week_is_copied_as_seasonal_naive_does() -> None:
+    y = seasonal(24 * 14, level=1000, daily=0.5, weekly=0.6, noise=0.0, seed=1)
+    ses = SeasonalNaiveSES(168, 24).fit(y).predict(72).mean
+    np.testing.assert_allclose(ses, SeasonalNaive(168).fit(y).predict(72).mean, atol=1e-6)
+
+
+def test_a_level_shift_four_days_ago_is_carried_forward() -> None:
+    base = seasonal(24 * 14 + 72, level=1000, daily=0.5, weekly=0.6, noise=0.02, seed=2)
+    y = base.copy()
+    y[24 * 10 :] *= 1.8  # a tenant moved in four days before the forecast
+    history, actual = y[: 24 * 14], y[24 * 14 :]
+    copy = SeasonalNaive(168).fit(history).predict(72).mean
+    gap = LogScale(SeasonalNaiveSES(168, 24)).fit(history).predict(72).mean
+    assert abs(gap.sum() / actual.sum() - 1) < 0.1
+    assert copy.sum() / actual.sum() < 0.75  # last week's copy stays at the old level
+
+
+def test_idle_hours_do_not_blow_up_the_gap_on_the_log_scale() -> None:
+    rng = np.random.default_rng(3)
+    y = np.where(rng.random(24 * 10) < 0.3, 0.0, rng.gamma(0.5, 2000.0, 24 * 10))
+    pred = LogScale(SeasonalNaiveSES(168, 24)).fit(y).predict(72).mean
+    assert np.isfinite(pred).all() and pred.max() <= 3 * y.max()
+
+
+def test_last_week_s_holiday_is_not_copied() -> None:
+    y = seasonal(24 * 28, level=1000, daily=0.5, weekly=0.6, noise=0.02, seed=4)
+    y[24 * 21 : 24 * 22] *= 0.3  # last Monday was a holiday
+    monday = SeasonalNaiveSES(168, 24).fit(y).predict(24).mean
+    earlier = np.median([y[24 * 7 * w : 24 * 7 * w + 24] for w in (0, 1, 2)], axis=0)
+    assert np.abs(monday - earlier).mean() < 0.1 * earlier.mean()
+
+
+def test_the_recent_median_is_flat_and_ignores_a_burst() -> None:
+    y = np.full(72, 100.0)
+    y[-5:] = 50_000.0  # five hours of a storm
+    p = RecentMedian(24).fit(y).predict(48)
+    assert p.mean.tolist() == [100.0] * 48
+    assert p.upper[95][0] > p.mean[0]  # the storm shows in the spread, not in the centre
+
+
+def test_a_week_s_median_sees_the_week_a_day_s_does_not() -> None:
+    assert uses_week(RecentMedian(168), 168) and not uses_week(RecentMedian(24), 168)
+    assert not uses_week(RecentMedian(72), 168)
+    assert uses_week(SeasonalNaiveSES(168, 24), 168) and uses_week(LogScale(SeasonalNaiveSES(168, 24)), 168)
+
+
+def test_too_short_histories_are_refused_with_what_they_need() -> None:
+    with pytest.raises(FitError, match="snaive168_ses: needs 192 points, got 191"):
+        SeasonalNaiveSES(168, 24).fit(np.ones(191))
+    with pytest.raises(FitError, match="median72: needs 72 points"):
+        RecentMedian(72).fit(np.ones(10))

@@ -9,7 +9,7 @@ from forecast.baselines import Naive, RecentMedian, SeasonalMean, SeasonalNaive
 from forecast.choose import choose
 from forecast.combine import Combination
 from forecast.select import SelectConfig
-from forecast.types import Prediction
+from forecast.types import Forecaster, Prediction
 
 
 def _run(origins: list[int], miss: float, h: int = 24) -> list[OriginForecast]:
@@ -20,7 +20,7 @@ def _run(origins: list[int], miss: float, h: int = 24) -> list[OriginForecast]:
 
 
 def test_the_median_of_the_best_three_leads_and_the_singles_follow_by_skill() -> None:
-    pool = [Naive(), SeasonalNaive(24), RecentMedian(24), SeasonalMean(24)]
+    pool: list[Forecaster] = [Naive(), SeasonalNaive(24), RecentMedian(24), SeasonalMean(24)]
     origins = [48, 72, 96]
     runs = {"naive": _run(origins, 9.0), "snaive24": _run(origins, 4.0), "median24": _run(origins, 1.0),
             "smean24x7": _run(origins, 2.0)}
@@ -37,7 +37,7 @@ def test_the_median_of_the_best_three_leads_and_the_singles_follow_by_skill() ->
 
 
 def test_combination_off_leaves_the_most_skilful_first() -> None:
-    pool = [Naive(), SeasonalNaive(24)]
+    pool: list[Forecaster] = [Naive(), SeasonalNaive(24)]
     runs = {"naive": _run([48, 72], 1.0), "snaive24": _run([48, 72], 3.0)}
     choice = choose(np.ones(100), pool, runs, SelectConfig(combine_top=0))
     assert [c.name for c in choice.ranked] == ["naive", "snaive24"]

@@ -63,3 +63,14 @@ def test_too_short_histories_are_refused_with_what_they_need() -> None:
         SeasonalNaiveSES(168, 24).fit(np.ones(191))
     with pytest.raises(FitError, match="median72: needs 72 points"):
         RecentMedian(72).fit(np.ones(10))
+
+
+def test_short_medians_join_only_where_no_daily_season_is_found() -> None:
+    from forecast.select import SelectConfig, candidates
+
+    daily = seasonal(24 * 9, level=1000, daily=0.6, noise=0.05, seed=5)
+    bursty = np.random.default_rng(6).gamma(0.4, 3000.0, 24 * 9)
+    names = {tag: {c.name for c in candidates(y, SelectConfig())} for tag, y in (("daily", daily), ("bursty", bursty))}
+    assert "median168" in names["daily"] and not {"median24", "median72"} & names["daily"]
+    assert {"median24", "median72", "median168"} <= names["bursty"]
+    assert "snaive168_ses[log]" in names["daily"] and "snaive168_ses[log]" in names["bursty"]

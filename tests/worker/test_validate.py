@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
@@ -108,12 +109,15 @@ def test_an_unreachable_endpoint_fails_naming_why() -> None:
                                                for f in result.failures)
 
 
-def chat_engine(delay_s: float = 0.0) -> object:
-    """An OpenAI chat server (messages in, message / deltas out), answering every model asked for."""
+def chat_engine(delay_s: float = 0.0, asked: threading.Event | None = None) -> object:
+    """An OpenAI chat server (messages in, message / deltas out), answering every model asked for;
+    ``asked`` is set at the first request."""
     app = health_app()
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> Response:
+        if asked is not None:
+            asked.set()
         body = await request.json()
         await asyncio.sleep(delay_s)
         assert body["messages"][0]["role"] == "user" and body["messages"][0]["content"]
@@ -165,11 +169,16 @@ def test_ctrl_c_keeps_what_was_measured(tmp_path) -> None:  # type: ignore[no-un
     config.write_text(f"store:\n  url: sqlite:///{tmp_path / 'v.db'}\nworker:\n  embedded: false\n")
     subprocess.run([sys.executable, "-m", "infermeter", "--config", str(config), "db", "upgrade"], check=True,
                    capture_output=True, timeout=120)
-    with run_app(chat_engine(delay_s=0.5)) as base:  # type: ignore[arg-type]
+    asked = threading.Event()
+    with run_app(chat_engine(delay_s=0.5, asked=asked)) as base:  # type: ignore[arg-type]
         proc = subprocess.Popen([sys.executable, "-m", "infermeter", "--config", str(config), "validate", "--url", base,
                                  "--endpoint", "chat", "--model", "m", "--requests", "2000", "--concurrency", "4"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(4)
+        # Ctrl-C once requests are being measured, not at a fixed time: on a loaded machine the
+        # CLI's imports alone took over the four seconds this used to wait, and the interrupt
+        # landed before there was anything to keep.
+        assert asked.wait(timeout=90), "validate sent no request"
+        time.sleep(1.5)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, err

@@ -99,7 +99,6 @@ def choose(
     flags: list[str] = []
     ranking = rank(runs, [c.name for c in pool], reference=f"snaive{config.season}")
     ranked = [by_name[name] for _, name in ranking.order]
-    scores = {name: score(fs) for name, fs in runs.items()}
     long_m = config.long_season
     fallbacks = list(blind)
     if fallbacks:  # the week is evident: only models that see it compete
@@ -116,6 +115,8 @@ def choose(
         combo = Combination(members, "median")
         runs[combo.name] = combined_backtest([runs[c.name] for c in members], combo.how)
         ranked.insert(0, combo)
+    # Every backtest's score, the combination's included; a stand-in's errors are not its own.
+    scores = {name: score(fs) for name, fs in runs.items() if hedge is None or name != hedge.name}
     return Choice(ranked + fallbacks, runs, scores, flags)
 
 

@@ -34,6 +34,7 @@ def test_the_median_of_the_best_three_leads_and_the_singles_follow_by_skill() ->
     assert [f.origin for f in combined] == origins
     assert all(np.allclose(f.pred.mean - f.actual, 2.0) for f in combined)
     assert choice.flags == []
+    assert set(choice.scores) == set(runs) | {first.name} and np.isclose(choice.scores[first.name].mae, 2.0)  # the API lists it too
 
 
 def test_combination_off_leaves_the_most_skilful_first() -> None:

@@ -51,9 +51,11 @@ def test_waiting_appends_share_one_commit_and_each_gets_its_own_result(make_stor
 
     threads = [threading.Thread(target=send, args=(t,)) for t in range(6)] + [threading.Thread(target=send_bad_ids)]
     with store.lock:  # a commit in progress: everyone queues behind it
-        for thread in threads:
+        # One at a time, so the queue's order is the threads' order: "first of the group" below
+        # means thread 0 (started together, thread 1 sometimes queued ahead of it).
+        for queued, thread in enumerate(threads, start=1):
             thread.start()
-        _wait_queued(store, len(threads))
+            _wait_queued(store, queued)
     for thread in threads:
         thread.join(10)
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from promql.ast import Binary
 from promql.lexer import ExprError
-from promql.vector import NAME, Labels, Vector, drop, drop_name, keep_only
+from promql.vector import NAME, Labels, Vector, drop, drop_name, drop_names, keep_only
 from store.types import Float64Array
 
 ARITH: dict[str, Callable[[Float64Array, Float64Array], Float64Array]] = {
@@ -72,7 +72,29 @@ def signature(labels: Labels, node: Binary) -> Labels:
     return drop(labels, node.matching.labels)
 
 
+def _default_matching(node: Binary) -> bool:
+    """One-to-one on every label but the name: no on(), ignoring() or group modifier."""
+    m = node.matching
+    return m.group is None and not m.on and not m.labels
+
+
+def _aligned(node: Binary, lhs: Vector, rhs: Vector) -> list[Labels] | None:
+    """The result labels when default matching pairs the two sides row by row: both sides list
+    the same label sets (the name aside) in the same order, none twice. The common case of a
+    rule (``used / (used + free)`` over series a scrape created side by side) then needs no
+    signature dictionary; any other shape returns None and takes the general path."""
+    if not _default_matching(node) or len(lhs.labels) != len(rhs.labels):
+        return None
+    left, right = drop_names(lhs.labels), drop_names(rhs.labels)
+    if left is not right and left != right:
+        return None
+    return left if len(set(left)) == len(left) else None
+
+
 def _vectors(node: Binary, lhs: Vector, rhs: Vector) -> Vector:
+    aligned = _aligned(node, lhs, rhs)
+    if aligned is not None:
+        return _paired(node, lhs, rhs, aligned)
     group = node.matching.group
     one, many = (rhs, lhs) if group != "right" else (lhs, rhs)
     one_by_sig: dict[Labels, int] = {}
@@ -114,10 +136,23 @@ def _vectors(node: Binary, lhs: Vector, rhs: Vector) -> Vector:
     return Vector(out_labels, np.asarray(ARITH[node.op](left_vals, right_vals), np.float64))
 
 
+def _paired(node: Binary, lhs: Vector, rhs: Vector, labels: list[Labels]) -> Vector:
+    """Row i of ``lhs`` with row i of ``rhs`` (see :func:`_aligned`)."""
+    if node.op in COMPARE:
+        hit = np.asarray(COMPARE[node.op](lhs.values, rhs.values), dtype=np.bool_)
+        if node.return_bool:
+            return Vector(labels, hit.astype(np.float64))
+        return lhs.take(hit)  # a filter keeps the left side's samples, name included
+    return Vector(labels, np.asarray(ARITH[node.op](lhs.values, rhs.values), np.float64))
+
+
 def result_labels(node: Binary, many_labels: Labels, one_labels: Labels) -> Labels:
     matching = node.matching
     if matching.group is None:
-        base = keep_only(many_labels, matching.labels) if matching.on else drop(many_labels, matching.labels)
+        if matching.on:
+            base = keep_only(many_labels, matching.labels)
+        else:
+            base = drop(many_labels, matching.labels) if matching.labels else drop_name(many_labels)
     else:
         base = drop_name(many_labels)
         if matching.include:

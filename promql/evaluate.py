@@ -174,7 +174,10 @@ class EvalContext:
         values = seg.values[last]
         live = ~is_stale_marker(values)  # a series whose newest sample is a staleness marker is gone
         rows = has[live]
-        return Vector([fetched.labels[i] for i in rows.tolist()], values[live]), seg.ts[last[live]]
+        # Every series live (the usual case): the fetched list itself, so that per-list memos
+        # downstream (names dropped, aggregation groups) find it again next cycle.
+        labels = fetched.labels if len(rows) == len(fetched.labels) else [fetched.labels[i] for i in rows.tolist()]
+        return Vector(labels, values[live]), seg.ts[last[live]]
 
     def _range(self, node: Node) -> tuple[list[Labels], Segments, int, int]:
         """A range selector's samples in [t - range, t] (closed, as Prometheus 2.x), or a

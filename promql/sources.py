@@ -8,6 +8,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from promql.evaluate import Fetched
+from promql.identity_memo import IdentityMemo
 from promql.range_funcs import Segments
 from promql.vector import NAME, Labels
 from store.interfaces import SeriesReader
@@ -26,16 +27,23 @@ class StoreSource:
     def __init__(self, reader: SeriesReader) -> None:
         self.reader = reader
         self._labels: dict[int, Labels] = {}  # series id -> labels, built once per series
+        # The reader hands back the same match list while no series is added; the same label
+        # list then goes out too, and the evaluator's per-list work (names dropped, groups of an
+        # aggregation, see promql.identity_memo) is done once, not every rule cycle.
+        self._lists: IdentityMemo[list[Labels]] = IdentityMemo(4096)
 
     def fetch(self, name: str | None, matchers: tuple[Matcher, ...], start_ms: int, end_ms: int) -> Fetched:
         flat = self.reader.raw_flat(Selector(name, matchers), start_ms + 1, end_ms)
-        cache = self._labels
-        labels = []
-        for sid, key in flat.found:
-            lab = cache.get(sid)
-            if lab is None:
-                lab = cache[sid] = labels_of(key)
-            labels.append(lab)
+        labels = self._lists.get(flat.found)
+        if labels is None:
+            cache = self._labels
+            labels = []
+            for sid, key in flat.found:
+                lab = cache.get(sid)
+                if lab is None:
+                    lab = cache[sid] = labels_of(key)
+                labels.append(lab)
+            self._lists.put(flat.found, labels)
         return Fetched(labels, Segments(flat.ts, flat.values, flat.starts, flat.counts))
 
 

@@ -95,16 +95,19 @@ class Reader:
 
     # -- selection ---------------------------------------------------------------------------
     def select(self, selector: Selector) -> list[tuple[int, SeriesKey]]:
+        return self.selection(selector)[0]
+
+    def selection(self, selector: Selector) -> tuple[list[tuple[int, SeriesKey]], Int64Array]:
+        """What ``selector`` matches and the ids as an array (see ``SeriesIndex.selection``)."""
         with self.store.lock:
-            return self.store.index.select(selector)
+            return self.store.index.selection(selector)
 
     # -- raw ---------------------------------------------------------------------------------
     def raw(self, selector: Selector, start_ms: int, end_ms: int) -> list[RawSeries]:
         """Every stored sample in [start, end] (staleness markers included)."""
-        found = self.select(selector)
+        found, sids = self.selection(selector)
         if not found:
             return []
-        sids = np.asarray([s for s, _ in found], np.int64)
         snap = self.store.head_snapshot(sids, start_ms, end_ms)
         samples = self._samples(sids, snap, start_ms, end_ms)
         return [RawSeries(key, ts, val) for (_, key), (ts, val) in zip(found, samples)]
@@ -112,10 +115,9 @@ class Reader:
     def active(self, selector: Selector, start_ms: int, end_ms: int) -> list[tuple[int, SeriesKey]]:
         """The selected series with a sample in [start, end]: the head is counted, chunks are
         only looked up by their time bounds (nothing is decoded; for label and series lists)."""
-        found = self.select(selector)
+        found, sids = self.selection(selector)
         if not found:
             return []
-        sids = np.asarray([s for s, _ in found], np.int64)
         win = self.store.head_window(sids, start_ms, end_ms)
         live = {int(s) for s, n in zip(sids.tolist(), win.counts.tolist()) if n > 0}
         older = [int(s) for s, h in zip(sids.tolist(), win.head_start.tolist()) if h > start_ms and int(s) not in live]
@@ -132,11 +134,10 @@ class Reader:
     def raw_flat(self, selector: Selector, start_ms: int, end_ms: int) -> FlatSamples:
         """:meth:`raw` as flat arrays, without a per-series loop: the head's window and the
         decoded chunks below each series' ``head_start`` are interleaved by index arithmetic."""
-        found = self.select(selector)
+        found, sids = self.selection(selector)
         if not found:
             empty = np.empty(0, np.int64)
             return FlatSamples([], empty, empty, empty, np.empty(0))
-        sids = np.asarray([s for s, _ in found], np.int64)
         win = self.store.head_window(sids, start_ms, end_ms)
         older = np.flatnonzero(win.head_start > start_ms)
         if len(older) == 0:

@@ -21,6 +21,7 @@ MatchOp = Literal["=", "!=", "=~", "!~"]
 
 
 REFUSED = 0  # the id of a key the series limit kept out (store ids start at 1)
+_SELECTIONS_KEPT = 4096  # distinct selectors whose matches are remembered
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,10 @@ class SeriesIndex:
         self._postings = Postings()
         self._uncommitted: dict[SeriesKey, int] = {}
         self._max_id = 0
+        # Selector -> what it matched, with the ids as an array. Rules and dashboards ask the
+        # same selectors every cycle; the answer only changes when a series is added (the
+        # index never removes one), so a new series empties the whole cache.
+        self._selected: dict[Selector, tuple[list[tuple[int, SeriesKey]], Int64Array]] = {}
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -96,6 +101,8 @@ class SeriesIndex:
             self._add(int(sid), SeriesKey(metric, tuple(json.loads(labels).items())))
 
     def _add(self, sid: int, key: SeriesKey) -> None:
+        if self._selected:
+            self._selected = {}
         self._ids[key] = sid
         self._keys[sid] = key
         by_metric = self._by_metric[key.name]
@@ -164,8 +171,25 @@ class SeriesIndex:
         self._uncommitted = {}
 
     def select(self, selector: Selector) -> list[tuple[int, SeriesKey]]:
-        """The series ``selector`` matches, by id: equality and regex matchers narrow through
-        the postings; what they cannot decide is tested series by series."""
+        """The series ``selector`` matches (see :meth:`selection`)."""
+        return self.selection(selector)[0]
+
+    def selection(self, selector: Selector) -> tuple[list[tuple[int, SeriesKey]], Int64Array]:
+        """The series ``selector`` matches, by id, and their ids as an array. Until a series is
+        added, the same selector gets the same (unchanged) list and array objects back, so
+        callers may remember work per object; neither may be modified."""
+        hit = self._selected.get(selector)
+        if hit is None:
+            found = self._match(selector)
+            hit = (found, np.asarray([sid for sid, _ in found], np.int64))
+            if len(self._selected) >= _SELECTIONS_KEPT:
+                self._selected = {}
+            self._selected[selector] = hit
+        return hit
+
+    def _match(self, selector: Selector) -> list[tuple[int, SeriesKey]]:
+        """Equality and regex matchers narrow through the postings; what they cannot decide is
+        tested series by series."""
         lists: list[list[int]] = []
         if selector.metric is not None:
             lists.append(self._by_metric.get(selector.metric, []))

@@ -161,6 +161,10 @@ def _guarded(y: F64, m: int, sub: int) -> F64:
 
     typical = float(np.median(far(earlier, reference)))  # how far an ordinary sub-period strays
     accident = far(last, reference) > 3.0 * typical + 0.05
+    if 2 * int(accident.sum()) > accident.size:
+        # Most of the season strays: the load moved (a tenant came or went), an accident is a
+        # day or two. The earlier seasons' median would copy the old level forward.
+        return np.asarray(last.reshape(-1), dtype=np.float64)
     out = last.copy()
     out[accident] = reference[accident]
     return np.asarray(out.reshape(-1), dtype=np.float64)

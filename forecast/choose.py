@@ -9,12 +9,18 @@ after). Four rules, each against a way a short backtest misleads:
    (they stay as fallbacks). On a real electricity series an ETS blind to the weekend won a
    one-day backtest and then missed the next three days by 13 % where seasonal naive 168 missed
    by 3 %.
-3. **The median of the best three, always** (the M4 lesson, in its robust form): on a backtest
-   of a few days the single best is often the luckiest, and a mean follows its worst member.
-   Over eleven real 14-day windows (electricity demand, LLM request and session counts, GPU
-   demand) always taking the median of the top three had the lowest mean and worst error
-   against the better seasonal naive; picking the best single model, or the mean, was worse on
-   both.
+3. **The median of the best three and the seasonal naives, always** (the M4 lesson, in its
+   robust form): on a backtest of a few days the single best is often the luckiest, and a mean
+   follows its worst member. Over eleven real 14-day windows (electricity demand, LLM request
+   and session counts, GPU demand) always taking the median of the top three had the lowest
+   mean and worst error against the better seasonal naive; picking the best single model, or
+   the mean, was worse on both. Seasonal naive 24 and 168, where judged and not among the
+   three, join the median as anchors: on bursty load the three best of a short backtest often
+   share one bet (a flat level, say), and the copies of yesterday and last week hold the
+   median back from it. On twelve real windows the worst series went from 1.105 to 1.063 x
+   the better seasonal naive and the lowest 80 % coverage from 68.6 to 73.6 %; BurstGPT's
+   daily tokens from 0.71 to 0.64; where the week is evident (electricity) nothing changed,
+   since seasonal naive 168 was among the three and the blind daily copy is not judged.
 4. **A week of history, not a day more**: no weekly model can be backtested yet. The forecast
    is the median of the day-type profile, last week's copy and the best judged (daily) model:
    the copy wins on regular weekly series (electricity), the profile on noisy ones, the daily
@@ -111,13 +117,25 @@ def choose(
         ranked.insert(0, hedge)
         flags.append("weekly_unjudged")
     elif config.combine_top >= 2 and len(ranked) >= 2:
-        members = ranked[: config.combine_top]
+        members = with_anchors(ranked, config)
         combo = Combination(members, "median")
         runs[combo.name] = combined_backtest([runs[c.name] for c in members], combo.how)
         ranked.insert(0, combo)
     # Every backtest's score, the combination's included; a stand-in's errors are not its own.
     scores = {name: score(fs) for name, fs in runs.items() if hedge is None or name != hedge.name}
     return Choice(ranked + fallbacks, runs, scores, flags)
+
+
+def with_anchors(ranked: Sequence[Forecaster], config: ChoiceConfig) -> list[Forecaster]:
+    """Rule 3's members: the best ``combine_top`` and, where they are not among them but were
+    judged, the seasonal naives of the day and the week (see the module doc)."""
+    members = list(ranked[: config.combine_top])
+    periods = [config.season] + ([config.long_season] if config.long_season is not None else [])
+    for period in periods:
+        anchor = next((c for c in ranked if c.name == f"snaive{period}"), None)
+        if anchor is not None and anchor not in members:
+            members.append(anchor)
+    return members
 
 
 def _week_unjudged(pool: Sequence[Forecaster], ranked: list[Forecaster], long_m: int) -> Combination | None:

@@ -7,7 +7,9 @@ what the chosen method actually missed by in its rolling-origin backtest:
 
 * every backtest error is **scaled** by ``s = forecast + mean forecast of that origin`` -- half
   multiplicative (load that doubles misses by twice as much), half additive (a night forecast of
-  zero still gets a band) -- so errors from a quiet week inform a busy one;
+  zero still gets a band) -- so errors from a quiet week inform a busy one; a floor of a tenth
+  of the history's mean level keeps an idle stretch's zero forecast from scaling a burst's
+  error to infinity (:func:`scale_floor`);
 * errors are pooled per **horizon block** (the first 6 steps, the rest of the first day, the
   second day, the third), because a forecast's error grows with how far ahead it looks; a block
   with too few errors borrows the nearest longer-horizon errors there are, never shorter ones;
@@ -41,6 +43,7 @@ from forecast.types import F64, Prediction
 
 BLOCK_EDGES = (6, 24, 48)  # horizon steps where a new error block starts
 MIN_ERRORS = 48  # fewest errors a block's quantiles rest on
+FLOOR_SHARE = 0.1  # the least error scale, as a share of the history's mean level
 
 
 @dataclass(frozen=True)
@@ -53,14 +56,24 @@ class Errors:
     h: int = 0
 
 
-def scale_of(mean: F64) -> F64:
-    """The error scale of a forecast path: the forecast plus its mean (see the module doc)."""
+def scale_of(mean: F64, floor: float = 0.0) -> F64:
+    """The error scale of a forecast path: the forecast plus its mean, plus ``floor`` (see the
+    module doc)."""
     level = float(np.mean(mean)) if mean.size else 0.0
-    return np.asarray(np.maximum(mean, 0.0) + max(level, 0.0), dtype=np.float64)
+    return np.asarray(np.maximum(mean, 0.0) + max(level, 0.0) + max(floor, 0.0), dtype=np.float64)
 
 
-def origin_errors(f: OriginForecast) -> Errors:
-    scale = scale_of(f.pred.mean)
+def scale_floor(y: F64) -> float:
+    """The least error scale for a history ``y``: a share of its mean level. A forecast of
+    (nearly) zero for an idle stretch would otherwise scale its errors by (nearly) nothing: a
+    burst after it was dropped from the backtest as an infinite error, and the band served
+    around the next zero forecast had no width at all."""
+    finite = y[np.isfinite(y)]
+    return FLOOR_SHARE * float(np.mean(np.abs(finite))) if finite.size else 0.0
+
+
+def origin_errors(f: OriginForecast, floor: float = 0.0) -> Errors:
+    scale = scale_of(f.pred.mean, floor)
     steps = np.nonzero(f.mask)[0]
     with np.errstate(divide="ignore", invalid="ignore"):
         scaled = (f.actual[steps] - f.pred.mean[steps]) / scale[steps]
@@ -87,8 +100,9 @@ class Bands:
     lower: dict[int, F64]
     upper: dict[int, F64]
 
-    def apply(self, mean: F64) -> Prediction:
-        scale = scale_of(mean)
+    def apply(self, mean: F64, floor: float = 0.0) -> Prediction:
+        """The band around ``mean``; ``floor`` as the errors were scaled with."""
+        scale = scale_of(mean, floor)
         h = mean.shape[0]
         lower = {lv: mean + scale * q[:h] for lv, q in self.lower.items()}
         upper = {lv: mean + scale * q[:h] for lv, q in self.upper.items()}

@@ -46,7 +46,7 @@ from forecast.baselines import (
 )
 from forecast.choose import blind_to_week, choose
 from forecast.clean import clean
-from forecast.conformal import bands, loo_coverage, origin_errors
+from forecast.conformal import bands, loo_coverage, origin_errors, scale_floor
 from forecast.daytype import DayTypeProfile
 from forecast.ets import ETS, Decomposed
 from forecast.types import F64, LEVELS, Fitted, Forecaster, Prediction
@@ -254,10 +254,11 @@ def _forecast_series(
             flags.append("fallback")
         backtest = runs.get(model.name, [])
         coverage: dict[int, float] = {}
-        errors = [origin_errors(f) for f in backtest]
+        floor = scale_floor(window)
+        errors = [origin_errors(f, floor) for f in backtest]
         b = bands(errors, horizon, levels) if config.conformal else None
         if b is not None:
-            pred = b.apply(pred.mean)
+            pred = b.apply(pred.mean, floor)
             coverage = loo_coverage(errors, levels)
         else:  # too little backtest for empirical intervals: the model's own, flagged
             flags.append("intervals_from_model")

@@ -1,4 +1,5 @@
-"""The ranked list the selector fits from: the median of the best three first, fallbacks after."""
+"""The ranked list the selector fits from: the median of the best three (with the seasonal naives
+as anchors) first, fallbacks after."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def test_the_median_of_the_best_three_leads_and_the_singles_follow_by_skill() ->
     pool: list[Forecaster] = [Naive(), SeasonalNaive(24), RecentMedian(24), SeasonalMean(24)]
     origins = [48, 72, 96]
     runs = {"naive": _run(origins, 9.0), "snaive24": _run(origins, 4.0), "median24": _run(origins, 1.0),
-            "smean24x7": _run(origins, 2.0)}
+            "smean24x7": _run(origins, 2.0)}  # seasonal naive is among the best three: no anchor
     choice = choose(np.ones(120), pool, runs, SelectConfig())
     first = choice.ranked[0]
     assert isinstance(first, Combination) and first.how == "median"
@@ -42,3 +43,30 @@ def test_combination_off_leaves_the_most_skilful_first() -> None:
     runs = {"naive": _run([48, 72], 1.0), "snaive24": _run([48, 72], 3.0)}
     choice = choose(np.ones(100), pool, runs, SelectConfig(combine_top=0))
     assert [c.name for c in choice.ranked] == ["naive", "snaive24"]
+
+
+def test_the_seasonal_naives_join_the_median_when_the_best_three_left_them_out() -> None:
+    """The best three by skill (median24, median168, smean24x7) leave both copies out; the copies
+    join the median as anchors, each once, and the combination's backtest is the median of all
+    five members."""
+    pool: list[Forecaster] = [Naive(), SeasonalNaive(24), SeasonalNaive(168), RecentMedian(24), SeasonalMean(24),
+                              RecentMedian(168, week=168)]
+    origins = [192, 216]
+    runs = {"naive": _run(origins, 30.0), "median24": _run(origins, 1.0), "smean24x7": _run(origins, 2.0),
+            "median168": _run(origins, -1.5), "snaive24": _run(origins, 8.0), "snaive168": _run(origins, -6.0)}
+    choice = choose(np.ones(240), pool, runs, SelectConfig())
+    first = choice.ranked[0]
+    assert isinstance(first, Combination)
+    assert first.name == "median(median168+median24+smean24x7+snaive168+snaive24)"
+    combined = choice.runs[first.name]  # misses 1, 2, -1.5, 8, -6: the median misses 1
+    assert all(np.allclose(f.pred.mean - f.actual, 1.0) for f in combined)
+    # without the week in the config only the daily copy can join
+    daily = choose(np.ones(240), pool, runs, SelectConfig(long_season=None))
+    assert daily.ranked[0].name == "median(median168+median24+smean24x7+snaive24)"
+
+
+def test_an_anchor_that_was_not_judged_does_not_join() -> None:
+    pool: list[Forecaster] = [Naive(), SeasonalNaive(24), RecentMedian(24), SeasonalMean(24)]
+    runs = {"naive": _run([48, 72], 3.0), "median24": _run([48, 72], 1.0), "smean24x7": _run([48, 72], 2.0)}
+    choice = choose(np.ones(100), pool, runs, SelectConfig())
+    assert choice.ranked[0].name == "median(median24+naive+smean24x7)"

@@ -44,6 +44,18 @@ def test_last_week_s_holiday_is_not_copied() -> None:
     assert np.abs(monday - earlier).mean() < 0.1 * earlier.mean()
 
 
+def test_a_week_that_moved_as_a_whole_is_copied_not_guarded() -> None:
+    """The guard replaces a day or two that stray from the earlier weeks (a holiday). When most
+    of last week strays, the load moved: replacing it would copy the old level forward (the
+    median of copies was 45 % under a x 1.8 shift nine days back)."""
+    y = seasonal(24 * 21, level=1000, daily=0.5, weekly=0.6, noise=0.02, seed=5)
+    y[24 * 12 :] *= 1.8
+    guarded = SeasonalNaive(168, guard=24).fit(y).predict(168).mean
+    np.testing.assert_allclose(guarded, y[-168:])
+    gap = SeasonalNaiveSES(168, 24).fit(y).predict(168).mean
+    assert abs(gap.sum() / y[-168:].sum() - 1) < 0.05
+
+
 def test_the_recent_median_is_flat_and_ignores_a_burst() -> None:
     y = np.full(72, 100.0)
     y[-5:] = 50_000.0  # five hours of a storm

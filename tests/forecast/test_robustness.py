@@ -9,7 +9,7 @@ import pytest
 from forecast.baselines import SeasonalNaive
 from forecast.choose import weekly_evident
 from forecast.clean import clean
-from forecast.conformal import bands, loo_coverage, origin_errors
+from forecast.conformal import bands, loo_coverage, origin_errors, scale_floor
 from forecast.select import forecast_series
 from forecast.types import F64
 from tests.forecast.synthetic import seasonal
@@ -118,12 +118,14 @@ def test_intervals_are_the_backtest_errors_and_their_coverage_is_reported() -> N
     assert set(result.coverage) == {80, 95}
     assert 0.6 <= result.coverage[80] <= result.coverage[95] <= 1.0
     # The served bands are exactly the conformal bands of the chosen method's backtest errors.
-    b = bands([origin_errors(f) for f in result.backtest_forecasts], 72, (80, 95))
+    floor = scale_floor(y)
+    errors = [origin_errors(f, floor) for f in result.backtest_forecasts]
+    b = bands(errors, 72, (80, 95))
     assert b is not None
-    expected = b.apply(result.prediction.mean)
+    expected = b.apply(result.prediction.mean, floor)
     np.testing.assert_allclose(result.prediction.upper[80], expected.upper[80])
     np.testing.assert_allclose(result.prediction.lower[95], expected.lower[95])
-    assert result.coverage == loo_coverage([origin_errors(f) for f in result.backtest_forecasts], (80, 95))
+    assert result.coverage == loo_coverage(errors, (80, 95))
 
 
 def test_bands_widen_with_the_horizon_and_nest() -> None:

@@ -8,12 +8,13 @@ from collections.abc import Iterable
 import numpy as np
 
 from promql.evaluate import Fetched
-from promql.identity_memo import IdentityMemo
 from promql.range_funcs import Segments
 from promql.vector import NAME, Labels
 from store.interfaces import SeriesReader
 from store.series_index import Matcher, Selector
 from store.types import Float64Array, Int64Array, SeriesKey
+
+LABEL_LISTS_KEPT = 500_000  # labels over all remembered per-selector lists
 
 
 def labels_of(key: SeriesKey) -> Labels:
@@ -27,24 +28,43 @@ class StoreSource:
     def __init__(self, reader: SeriesReader) -> None:
         self.reader = reader
         self._labels: dict[int, Labels] = {}  # series id -> labels, built once per series
-        # The reader hands back the same match list while no series is added; the same label
-        # list then goes out too, and the evaluator's per-list work (names dropped, groups of an
-        # aggregation, see promql.identity_memo) is done once, not every rule cycle.
-        self._lists: IdentityMemo[list[Labels]] = IdentityMemo(4096)
+        # Per selector, the reader's last match list and the label list built for it. The reader
+        # hands back the same match list while no series is added; the same label list then
+        # goes out too, and the evaluator's per-list work (names dropped, groups of an
+        # aggregation, see promql.identity_memo) is done once, not every rule cycle. A new match
+        # list replaces the entry, so an old one is not kept alive.
+        self._lists: dict[Selector, tuple[list[tuple[int, SeriesKey]], list[Labels]]] = {}
+        self._listed = 0  # labels held over all entries
 
     def fetch(self, name: str | None, matchers: tuple[Matcher, ...], start_ms: int, end_ms: int) -> Fetched:
-        flat = self.reader.raw_flat(Selector(name, matchers), start_ms + 1, end_ms)
-        labels = self._lists.get(flat.found)
-        if labels is None:
-            cache = self._labels
-            labels = []
-            for sid, key in flat.found:
-                lab = cache.get(sid)
-                if lab is None:
-                    lab = cache[sid] = labels_of(key)
-                labels.append(lab)
-            self._lists.put(flat.found, labels)
+        selector = Selector(name, matchers)
+        flat = self.reader.raw_flat(selector, start_ms + 1, end_ms)
+        entry = self._lists.get(selector)
+        if entry is not None and entry[0] is flat.found:
+            labels = entry[1]
+        else:
+            labels = self._labels_of(flat.found)
+            self._remember(selector, flat.found, labels)
         return Fetched(labels, Segments(flat.ts, flat.values, flat.starts, flat.counts))
+
+    def _labels_of(self, found: list[tuple[int, SeriesKey]]) -> list[Labels]:
+        cache = self._labels
+        labels = []
+        for sid, key in found:
+            lab = cache.get(sid)
+            if lab is None:
+                lab = cache[sid] = labels_of(key)
+            labels.append(lab)
+        return labels
+
+    def _remember(self, selector: Selector, found: list[tuple[int, SeriesKey]], labels: list[Labels]) -> None:
+        old = self._lists.pop(selector, None)
+        if old is not None:
+            self._listed -= len(old[1])
+        if self._listed + len(labels) > LABEL_LISTS_KEPT:
+            self._lists, self._listed = {}, 0
+        self._lists[selector] = (found, labels)
+        self._listed += len(labels)
 
 
 class MemorySource:

@@ -21,7 +21,7 @@ MatchOp = Literal["=", "!=", "=~", "!~"]
 
 
 REFUSED = 0  # the id of a key the series limit kept out (store ids start at 1)
-_SELECTIONS_KEPT = 4096  # distinct selectors whose matches are remembered
+_SELECTED_IDS_KEPT = 500_000  # ids over all remembered selections (~70 B each); beyond, all are forgotten
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +92,7 @@ class SeriesIndex:
         # same selectors every cycle; the answer only changes when a series is added (the
         # index never removes one), so a new series empties the whole cache.
         self._selected: dict[Selector, tuple[list[tuple[int, SeriesKey]], Int64Array]] = {}
+        self._selected_ids = 0
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -102,7 +103,7 @@ class SeriesIndex:
 
     def _add(self, sid: int, key: SeriesKey) -> None:
         if self._selected:
-            self._selected = {}
+            self._selected, self._selected_ids = {}, 0
         self._ids[key] = sid
         self._keys[sid] = key
         by_metric = self._by_metric[key.name]
@@ -182,9 +183,10 @@ class SeriesIndex:
         if hit is None:
             found = self._match(selector)
             hit = (found, np.asarray([sid for sid, _ in found], np.int64))
-            if len(self._selected) >= _SELECTIONS_KEPT:
-                self._selected = {}
+            if self._selected_ids + len(found) > _SELECTED_IDS_KEPT:
+                self._selected, self._selected_ids = {}, 0
             self._selected[selector] = hit
+            self._selected_ids += len(found)
         return hit
 
     def _match(self, selector: Selector) -> list[tuple[int, SeriesKey]]:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from promql.evaluate import context_at
 from promql.parser import parse
 from promql.sources import StoreSource
@@ -81,3 +83,30 @@ def test_a_rule_sees_a_new_series_in_the_next_cycle(make_store: StoreFactory, cl
                        (used("2"), at, 9.0), (free("2"), at, 1.0)))
     got, total = cycle(at)
     assert got == {"0": 0.25, "1": 0.5, "2": 0.9} and total == 12.0
+
+
+def test_remembered_selections_stay_within_their_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    import store.series_index as series_index
+
+    monkeypatch.setattr(series_index, "_SELECTED_IDS_KEPT", 3)
+    index = _index(util("0"), util("1"), util("0", "node-b"))
+    everything = index.selection(Selector("gpu_util"))[0]  # three ids: the budget
+    assert index.selection(Selector("gpu_util"))[0] is everything
+    node_b = index.selection(Selector("gpu_util", (Matcher("host", "=", "node-b"),)))[0]  # one more: all forgotten
+    assert index.selection(Selector("gpu_util"))[0] is not everything
+    assert [k for _, k in node_b] == [util("0", "node-b")]
+
+
+def test_the_source_keeps_one_label_list_per_selector(make_store: StoreFactory, clock: ManualClock) -> None:
+    """The evaluator gets the same label list back while the match list is the same, a new one
+    when a series was added, and the old one is let go (one entry per selector)."""
+    store = make_store(StoreOptions())
+    source = StoreSource(Reader(store))
+    clock.set(T0)
+    store.append(batch((util("0"), T0, 1.0)))
+    first = source.fetch("gpu_util", (), T0 - 60_000, T0).labels
+    assert source.fetch("gpu_util", (), T0 - 60_000, T0).labels is first
+    store.append(batch((util("1"), T0, 2.0)))
+    second = source.fetch("gpu_util", (), T0 - 60_000, T0).labels
+    assert second is not first and len(second) == 2
+    assert len(source._lists) == 1 and source._listed == 2

@@ -74,8 +74,9 @@ def ratio_backtest(
     draws: int,
 ) -> RatioBacktest:
     pairs = _pairs(spend, tokens)
-    errors_s = [origin_errors(s) for _, s, _ in pairs]
-    errors_t = [origin_errors(t) for _, _, t in pairs]
+    # Scaled as the served bands were (the same floor), so the coverage is theirs.
+    errors_s = [origin_errors(s, spend.error_floor) for _, s, _ in pairs]
+    errors_t = [origin_errors(t, tokens.error_floor) for _, _, t in pairs]
     rho = joint_rho(errors_s, errors_t, spend, tokens)
     acc = Accumulator()
     inside = {lv: 0 for lv in LEVELS}
@@ -97,7 +98,8 @@ def ratio_backtest(
         if bs is None or bt is None or not mask.any():
             continue
         pred, _ = ratio_prediction(
-            bs.apply(s.pred.mean), bt.apply(t.pred.mean), rho=rho, rng=rng, draws=draws
+            bs.apply(s.pred.mean, spend.error_floor), bt.apply(t.pred.mean, tokens.error_floor),
+            rho=rho, rng=rng, draws=draws
         )
         for lv in LEVELS:
             lo = np.where(np.isfinite(pred.lower[lv]), pred.lower[lv], -np.inf)

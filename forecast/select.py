@@ -83,6 +83,7 @@ class SeriesForecast:
     coverage: dict[int, float] = field(default_factory=dict)  # out-of-sample coverage of the intervals, per level
     backtest_forecasts: list[OriginForecast] = field(default_factory=list, repr=False)  # the chosen model's
     offset: int = 0  # leading input steps trimmed: backtest origin o is input index o + offset
+    error_floor: float = 0.0  # the conformal errors' least scale (forecast.conformal.scale_floor)
 
     @property
     def failed(self) -> bool:
@@ -274,6 +275,7 @@ def _forecast_series(
             coverage,
             backtest,
             cleaned.trimmed,
+            floor,
         )
     raise AssertionError("unreachable: the naive forecast cannot fail on a non-empty series")
 

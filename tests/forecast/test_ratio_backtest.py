@@ -45,3 +45,19 @@ def test_the_ratio_intervals_report_what_they_held_out_of_sample() -> None:
     short_t, short_s = forecast_series(tokens[:30], 72), forecast_series(spend[:30], 72)
     empty = ratio_backtest(short_s, short_t, ratio[:30], 24, np.random.default_rng(0), 200)
     assert empty.wape is None and empty.coverage == {}
+
+
+def test_the_ratio_backtest_scales_errors_with_the_served_floor() -> None:
+    """The component bands are rebuilt with the floor each forecast carries, as they were served:
+    with the floor taken away the rebuilt bands, and so the reported coverage, change."""
+    from dataclasses import replace
+
+    tokens, spend = _fleet(3, together=True)
+    ratio = historical_ratio(spend, tokens)
+    ft, fs = forecast_series(tokens, 72), forecast_series(spend, 72)
+    assert ft.error_floor > 0 and fs.error_floor > 0
+    served = ratio_backtest(fs, ft, ratio, 24, np.random.default_rng(0), 2000)
+    floorless = ratio_backtest(replace(fs, error_floor=0.0), replace(ft, error_floor=0.0), ratio, 24,
+                               np.random.default_rng(0), 2000)
+    assert served.coverage and floorless.coverage
+    assert served.coverage != floorless.coverage or served.rho != floorless.rho

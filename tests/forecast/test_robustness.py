@@ -119,6 +119,7 @@ def test_intervals_are_the_backtest_errors_and_their_coverage_is_reported() -> N
     assert 0.6 <= result.coverage[80] <= result.coverage[95] <= 1.0
     # The served bands are exactly the conformal bands of the chosen method's backtest errors.
     floor = scale_floor(y)
+    assert result.error_floor == floor > 0  # carried with the forecast for the ratio's backtest
     errors = [origin_errors(f, floor) for f in result.backtest_forecasts]
     b = bands(errors, 72, (80, 95))
     assert b is not None

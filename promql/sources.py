@@ -12,6 +12,7 @@ from promql.range_funcs import Segments
 from promql.vector import NAME, Labels
 from store.interfaces import SeriesReader
 from store.series_index import Matcher, Selector
+from store.sized_cache import SizedCache
 from store.types import Float64Array, Int64Array, SeriesKey
 
 LABEL_LISTS_KEPT = 500_000  # labels over all remembered per-selector lists
@@ -33,8 +34,9 @@ class StoreSource:
         # goes out too, and the evaluator's per-list work (names dropped, groups of an
         # aggregation, see promql.identity_memo) is done once, not every rule cycle. A new match
         # list replaces the entry, so an old one is not kept alive.
-        self._lists: dict[Selector, tuple[list[tuple[int, SeriesKey]], list[Labels]]] = {}
-        self._listed = 0  # labels held over all entries
+        self._lists: SizedCache[Selector, tuple[list[tuple[int, SeriesKey]], list[Labels]]] = SizedCache(
+            LABEL_LISTS_KEPT
+        )
 
     def fetch(self, name: str | None, matchers: tuple[Matcher, ...], start_ms: int, end_ms: int) -> Fetched:
         selector = Selector(name, matchers)
@@ -44,7 +46,7 @@ class StoreSource:
             labels = entry[1]
         else:
             labels = self._labels_of(flat.found)
-            self._remember(selector, flat.found, labels)
+            self._lists.put(selector, (flat.found, labels), len(labels))
         return Fetched(labels, Segments(flat.ts, flat.values, flat.starts, flat.counts))
 
     def _labels_of(self, found: list[tuple[int, SeriesKey]]) -> list[Labels]:
@@ -56,15 +58,6 @@ class StoreSource:
                 lab = cache[sid] = labels_of(key)
             labels.append(lab)
         return labels
-
-    def _remember(self, selector: Selector, found: list[tuple[int, SeriesKey]], labels: list[Labels]) -> None:
-        old = self._lists.pop(selector, None)
-        if old is not None:
-            self._listed -= len(old[1])
-        if self._listed + len(labels) > LABEL_LISTS_KEPT:
-            self._lists, self._listed = {}, 0
-        self._lists[selector] = (found, labels)
-        self._listed += len(labels)
 
 
 class MemorySource:

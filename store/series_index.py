@@ -15,13 +15,14 @@ import numpy as np
 from store.backend import Backend
 from store.postings import NAME, Postings, intersect
 from store.regex import RegexError, label_regex
+from store.sized_cache import SizedCache
 from store.types import Int64Array, SeriesKey
 
 MatchOp = Literal["=", "!=", "=~", "!~"]
 
 
 REFUSED = 0  # the id of a key the series limit kept out (store ids start at 1)
-_SELECTED_IDS_KEPT = 500_000  # ids over all remembered selections (~70 B each); beyond, all are forgotten
+SELECTED_IDS_KEPT = 500_000  # ids over all remembered selections (~70 B each); beyond, all are forgotten
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +92,9 @@ class SeriesIndex:
         # Selector -> what it matched, with the ids as an array. Rules and dashboards ask the
         # same selectors every cycle; the answer only changes when a series is added (the
         # index never removes one), so a new series empties the whole cache.
-        self._selected: dict[Selector, tuple[list[tuple[int, SeriesKey]], Int64Array]] = {}
-        self._selected_ids = 0
+        self._selected: SizedCache[Selector, tuple[list[tuple[int, SeriesKey]], Int64Array]] = SizedCache(
+            SELECTED_IDS_KEPT
+        )
 
     def __len__(self) -> int:
         return len(self._ids)
@@ -102,8 +104,7 @@ class SeriesIndex:
             self._add(int(sid), SeriesKey(metric, tuple(json.loads(labels).items())))
 
     def _add(self, sid: int, key: SeriesKey) -> None:
-        if self._selected:
-            self._selected, self._selected_ids = {}, 0
+        self._selected.clear()
         self._ids[key] = sid
         self._keys[sid] = key
         by_metric = self._by_metric[key.name]
@@ -182,11 +183,7 @@ class SeriesIndex:
         hit = self._selected.get(selector)
         if hit is None:
             found = self._match(selector)
-            hit = (found, np.asarray([sid for sid, _ in found], np.int64))
-            if self._selected_ids + len(found) > _SELECTED_IDS_KEPT:
-                self._selected, self._selected_ids = {}, 0
-            self._selected[selector] = hit
-            self._selected_ids += len(found)
+            hit = self._selected.put(selector, (found, np.asarray([sid for sid, _ in found], np.int64)), len(found))
         return hit
 
     def _match(self, selector: Selector) -> list[tuple[int, SeriesKey]]:

@@ -88,7 +88,7 @@ def test_a_rule_sees_a_new_series_in_the_next_cycle(make_store: StoreFactory, cl
 def test_remembered_selections_stay_within_their_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     import store.series_index as series_index
 
-    monkeypatch.setattr(series_index, "_SELECTED_IDS_KEPT", 3)
+    monkeypatch.setattr(series_index, "SELECTED_IDS_KEPT", 3)
     index = _index(util("0"), util("1"), util("0", "node-b"))
     everything = index.selection(Selector("gpu_util"))[0]  # three ids: the budget
     assert index.selection(Selector("gpu_util"))[0] is everything
@@ -109,4 +109,4 @@ def test_the_source_keeps_one_label_list_per_selector(make_store: StoreFactory, 
     store.append(batch((util("1"), T0, 2.0)))
     second = source.fetch("gpu_util", (), T0 - 60_000, T0).labels
     assert second is not first and len(second) == 2
-    assert len(source._lists) == 1 and source._listed == 2
+    assert len(source._lists) == 1 and source._lists.held == 2

@@ -1,10 +1,11 @@
 """Checkpoint: head samples below each series' cutoff become chunks and rollups, atomically.
 
 One transaction writes the chunks, folds the rollups (merging the rare bucket that an
-earlier, unaligned flush already started), deletes the write-ahead rows the plan covers and
-writes a single new one holding their samples still unflushed. Either all of it commits or
-none of it does, so after a crash at any point the write-ahead table plus the chunks hold
-every sample exactly once.
+earlier, unaligned flush already started) and deletes the write-ahead rows whose samples are
+all flushed by then (:mod:`store.wal_ledger`; a row with any sample left stays whole). Either
+all of it commits or none of it does, so after a crash at any point the write-ahead table plus
+the chunks hold every sample, and replay takes from the write-ahead rows only what is past
+the chunks: every sample is read exactly once.
 
 Three steps, so that the slow middle one can run off the store's lock (see
 :mod:`store.background`): :func:`plan_checkpoint` takes what to write from the head,
@@ -28,7 +29,6 @@ from store.head import NEVER, Frozen
 from store.head_blocks import _Block
 from store.rollup import Frame, merge_rows, regroup
 from store.types import Float64Array, Int64Array
-from store.wal import encode_wal
 
 if TYPE_CHECKING:
     from store.tsdb import TimeSeriesStore
@@ -43,30 +43,29 @@ def _no_samples() -> tuple[Int64Array, Int64Array, Float64Array]:
 # Samples encoded and folded per slice: the transaction stays one, but the temporaries
 # (codec columns, rollup frames, rows for the driver) are bounded by a slice, not a checkpoint.
 SLICE_SAMPLES = 250_000
+_RANGES_PER_DELETE = 200  # id runs per DELETE statement (SQLite allows 32,766 parameters)
 
 
 @dataclass
 class Plan:
     """What one checkpoint writes: the cutoffs and marks taken under the store's lock with the
     head as it was then (``frozen``), and -- from :func:`prepare`, which needs no lock -- the
-    samples to flush, the ``carry`` and the head trimmed once they are flushed.
+    samples to flush and the head trimmed once they are flushed.
 
-    ``wal_upto``: the newest write-ahead row at that moment. Rows after it were appended while
-    the plan was written and stay; the samples of the rows up to it that stay unflushed are
-    the ``carry``."""
+    ``wal_ranges``: the write-ahead rows, written before the plan, that hold only samples
+    flushed once it commits (inclusive id runs); the checkpoint deletes them. Rows appended
+    while the plan is written come after them and stay."""
 
     cutoff: Int64Array
     keep_from: Int64Array
     marked: Int64Array
     flushed_until: Int64Array
     frozen: Frozen
-    wal_upto: int
+    wal_ranges: list[tuple[int, int]]
     flush: tuple[Int64Array, Int64Array, Float64Array] = field(default_factory=_no_samples)
-    carry: tuple[Int64Array, Int64Array, Float64Array] = field(default_factory=_no_samples)
     trimmed: _Block | None = None
     bound: Int64Array = field(default_factory=lambda: np.empty(0, np.int64))
     written: list[tuple[int, Frame, Frame]] = field(default_factory=list)
-    carry_id: int = 0
 
     @property
     def samples(self) -> int:
@@ -99,12 +98,27 @@ def plan_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
             head.trim(keep)
         return None
     head.seal()
-    return Plan(cutoff.copy(), keep, marked, head.flushed_until.copy(), head.frozen(), store.last_wal_id)
+    wal_ranges = store.wal_ledger.flushed(store.last_wal_id, _oldest_unflushed(store, cutoff, marked))
+    return Plan(cutoff.copy(), keep, marked, head.flushed_until.copy(), head.frozen(), wal_ranges)
+
+
+def _oldest_unflushed(store: TimeSeriesStore, cutoff: Int64Array, marked: Int64Array) -> int:
+    """A lower bound on every sample still unflushed once the plan commits (per series the
+    larger of its flushed mark then and its oldest sample in the head); every sample of the
+    head older than this is in a chunk by then."""
+    head = store.head
+    n = head.capacity
+    after = head.flushed_until[:n].copy()
+    after[marked] = np.maximum(after[marked], cutoff[marked])
+    pending = (head.last_ts[:n] != NEVER) & (head.last_ts[:n] >= after)
+    if not pending.any():
+        return int(np.iinfo(np.int64).max)
+    return int(np.maximum(after[pending], head.first_ts[:n][pending]).min())
 
 
 def prepare(plan: Plan) -> Plan:
-    """The plan's samples from its frozen head (no lock needed): what to flush, what to carry,
-    and the head as it will be once they are flushed (trimmed below ``bound``)."""
+    """The plan's samples from its frozen head (no lock needed): what to flush, and the head
+    as it will be once they are flushed (trimmed below ``bound``)."""
     block = plan.frozen.merged()
     sid, ts, val = block.sid(), block.ts, block.val
     n = len(plan.cutoff)
@@ -112,8 +126,6 @@ def prepare(plan: Plan) -> Plan:
     below = ts < plan.cutoff[sid]
     due = unflushed & below
     plan.flush = (sid[due], ts[due], val[due])
-    rest = unflushed & ~below
-    plan.carry = (sid[rest], ts[rest], val[rest])
     after = plan.flushed_until.copy()
     after[plan.marked] = np.maximum(after[plan.marked], plan.cutoff[plan.marked])
     plan.bound = np.minimum(plan.keep_from[:n], after)
@@ -124,8 +136,8 @@ def prepare(plan: Plan) -> Plan:
 
 def write_checkpoint(store: TimeSeriesStore, cur: Any, plan: Plan, pause: Callable[[], None] | None = None,
                      slice_samples: int = SLICE_SAMPLES) -> None:
-    """Chunks and rollups of the plan, the write-ahead rows it covers deleted and its carry
-    written, on ``cur`` inside one transaction the caller commits. Needs no store lock: it
+    """Chunks and rollups of the plan and the write-ahead rows it empties deleted, on ``cur``
+    inside one transaction the caller commits. Needs no store lock: it
     reads the head only for ``flushed_until``, which only the checkpoint itself moves.
     ``pause``: called between slices (a background checkpoint gives way to appends there)."""
     sid, ts, val = plan.flush
@@ -134,9 +146,10 @@ def write_checkpoint(store: TimeSeriesStore, cur: Any, plan: Plan, pause: Callab
             pause()
         plan.written.extend(_flush_slice(store, cur, sid[lo:hi], ts[lo:hi], val[lo:hi]))
     p = store.backend.param
-    cur.execute(f"DELETE FROM wal WHERE id <= {p}", (plan.wal_upto,))
-    if len(plan.carry[0]):
-        plan.carry_id = store.backend.insert_wal(cur, store.clock.now_ms(), len(plan.carry[0]), encode_wal(*plan.carry))
+    for at in range(0, len(plan.wal_ranges), _RANGES_PER_DELETE):
+        ranges = plan.wal_ranges[at : at + _RANGES_PER_DELETE]
+        where = " OR ".join([f"id BETWEEN {p} AND {p}"] * len(ranges))
+        cur.execute(f"DELETE FROM wal WHERE {where}", [bound for pair in ranges for bound in pair])
 
 
 def apply_checkpoint(store: TimeSeriesStore, plan: Plan) -> None:
@@ -148,11 +161,10 @@ def apply_checkpoint(store: TimeSeriesStore, plan: Plan) -> None:
         store.rollup_cache.invalidate(resolution, overlap.sid.tolist())
         store.rollup_cache.extend(resolution, frame)
     store.flush_epoch += 1
-    # The next plan deletes up to the newest row: the carry is one of them from now on.
-    store.last_wal_id = max(store.last_wal_id, plan.carry_id)
+    store.wal_ledger.forget(plan.wal_ranges)
     if plan.trimmed is None or not head.replace_frozen(plan.frozen, plan.trimmed, plan.bound):
         head.trim(plan.keep_from)  # the head was merged meanwhile (a read): trim it here
-    log.debug("checkpoint: %d samples flushed, %d carried", plan.samples, len(plan.carry[0]))
+    log.debug("checkpoint: %d samples flushed, %d write-ahead id ranges deleted", plan.samples, len(plan.wal_ranges))
 
 
 def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,

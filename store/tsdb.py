@@ -49,6 +49,7 @@ from store.validation import DUPLICATE as _DUPLICATE
 from store.validation import REASONS as _REASONS
 from store.validation import sort_order, validate
 from store.wal import decode_wal, encode_wal
+from store.wal_ledger import WalLedger
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class TimeSeriesStore:
         # Taken before ``lock``: one checkpoint at a time, inline or in the background.
         self.checkpoint_lock = threading.Lock()
         self.last_wal_id = 0
+        self.wal_ledger = WalLedger()  # which write-ahead rows a checkpoint may delete
         # While a background checkpoint writes its plan: per series, the cutoff below which
         # new samples are refused as too old (None when none is in flight).
         self.pending_floor: Int64Array | None = None
@@ -122,6 +124,7 @@ class TimeSeriesStore:
                 replayed = 0
                 for wal_id, payload in conn.execute(select(schema.wal.c.id, schema.wal.c.payload).order_by(schema.wal.c.id)):
                     sid, ts, val = decode_wal(payload)
+                    self.wal_ledger.add(int(wal_id), int(ts.max()) if len(ts) else NEVER)
                     replayed += self._replay(sid, ts, val)
                     self.last_wal_id = max(self.last_wal_id, int(wal_id))
             if not self.read_only:
@@ -129,6 +132,7 @@ class TimeSeriesStore:
                 if self.options.background_checkpoints and self.backend.name == "postgresql":
                     self.background = BackgroundCheckpoints(self)
                     self.background.start()
+                    self.head.offload = self.background.request_merge
             log.info("store opened: %d series, %d samples replayed into the head", len(self.index), replayed)
 
     def _replay(self, sid: Int64Array, ts: Int64Array, val: Float64Array) -> int:
@@ -143,6 +147,7 @@ class TimeSeriesStore:
 
     def close(self, flush: bool = True) -> None:
         if self.background is not None:
+            self.head.offload = None
             self.background.stop()
             self.background = None
         with self.lock:
@@ -200,6 +205,7 @@ class TimeSeriesStore:
             return
         if len(sid):
             self.last_wal_id = max(self.last_wal_id, wal_id)
+            self.wal_ledger.add(wal_id, int(ts.max()))
         self.active.born(self.index.commit_new(), now)
         self.head.add(sid, ts, val)
         for pending, counts in zip(live, per_owner(status, owner, len(live), len(_REASONS) + 2)):

@@ -7,6 +7,9 @@ the head's marks -- appends (and reads of the head) go on while the chunks and r
 written. Meanwhile a sample below a planned cutoff is refused as too old, as it would be
 once the checkpoint is done, so nothing lands in the head behind the plan's back.
 
+The same thread merges the head's pending batches into blocks and its blocks into larger
+ones (:meth:`BackgroundCheckpoints.merge_head`), also off the lock.
+
 Only for PostgreSQL: SQLite has one writer per database, so a checkpoint's transaction on a
 second connection would hold appends back just the same (and wait on them in turn).
 """
@@ -31,7 +34,8 @@ log = logging.getLogger(__name__)
 
 # Smaller slices than inline: an append that starts while one is encoded shares the
 # interpreter with it (the GIL) for at most one slice, ~10 ms, before the checkpoint gives way.
-BACKGROUND_SLICE_SAMPLES = 40_000
+BACKGROUND_SLICE_SAMPLES = 5_000
+_PLAN_SEALS_FROM = 200_000  # pending samples sealed off the lock before a plan (~10 ms inline below)
 GIVE_WAY_MAX_S = 0.25  # the longest a checkpoint waits between slices for appends to finish
 
 
@@ -43,6 +47,8 @@ class BackgroundCheckpoints:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._pressure = False
+        self._checkpoint_wanted = False
+        self._merge_wanted = False
         self._thread: threading.Thread | None = None
         self._conn: Any = None
         self.failures = 0
@@ -55,6 +61,12 @@ class BackgroundCheckpoints:
 
     def request(self, pressure: bool = False) -> None:
         self._pressure |= pressure
+        self._checkpoint_wanted = True
+        self._wake.set()
+
+    def request_merge(self) -> None:
+        """The head has a seal or a merge due (:meth:`store.head.Head.seal_work`)."""
+        self._merge_wanted = True
         self._wake.set()
 
     def stop(self) -> None:
@@ -74,6 +86,12 @@ class BackgroundCheckpoints:
             self._wake.clear()
             if self._stop.is_set():
                 return
+            if self._merge_wanted:
+                self._merge_wanted = False
+                self.merge_head()
+            if not self._checkpoint_wanted:
+                continue
+            self._checkpoint_wanted = False
             pressure, self._pressure = self._pressure, False
             try:
                 self.run(pressure)
@@ -89,10 +107,29 @@ class BackgroundCheckpoints:
         while self.store.appending and time.monotonic() < deadline:
             time.sleep(0.001)
 
+    def merge_head(self, pending_from: int | None = None) -> int:
+        """The head's due seals and merges, each merged off the lock and put in place under it
+        (an append that sealed inline waited for all of it: ~100 ms at 2 M samples). Returns
+        the merges adopted. ``pending_from``: seal pending batches from this many samples on
+        (default: the head's own threshold)."""
+        store = self.store
+        adopted = 0
+        with store.lock:
+            work = store.head.seal_work(pending_from)
+        while work is not None and not self._stop.is_set():
+            block = work.merge()
+            with store.lock:
+                adopted += store.head.adopt(work, block)
+                work = store.head.seal_work(pending_from)
+        return adopted
+
     def run(self, pressure: bool = False) -> int:
         """One checkpoint on this connection; returns the samples flushed."""
         store = self.store
         with store.checkpoint_lock:
+            # The plan seals what is pending under the lock: seal it here first, off the lock,
+            # so that only the batches of the last moments are left for the plan.
+            self.merge_head(pending_from=_PLAN_SEALS_FROM)
             with store.lock:
                 plan = plan_checkpoint(store, store.cutoffs(pressure=pressure), store.retain_ms(pressure),
                                        store.stopped() if pressure else None)

@@ -35,6 +35,9 @@ Invariant the reader relies on: ``head_start <= flushed_until``, so chunks (belo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 
@@ -46,6 +49,7 @@ EMPTY = np.iinfo(np.int64).max  # first_ts of a series without samples in the he
 
 _SEAL_PENDING = 2_000_000  # samples waiting for a read before they are sealed all the same
 _MAX_BLOCKS = 48  # past this, merge everything (only odd size sequences get here)
+_OFFLOAD_PENDING = 3 * _SEAL_PENDING  # pending past this is sealed inline: the merging thread lags
 
 
 class Frozen:
@@ -64,6 +68,21 @@ class Frozen:
                       self.ordered)
 
 
+@dataclass(frozen=True)
+class SealWork:
+    """A merge taken from the head to run off the store's lock: the pending batches into a
+    block, or a run of blocks of one size class into one (never both)."""
+
+    pending: tuple[tuple[Int64Array, Int64Array, Float64Array], ...] = ()
+    blocks: tuple[_Block, ...] = ()
+
+    def merge(self) -> _Block:
+        """The merged block (needs no lock: what it reads is never changed in place)."""
+        if self.pending:
+            return _merge([(*_csr(sid), ts, val) for sid, ts, val in self.pending], True)
+        return _merge([b.run() for b in self.blocks], True)
+
+
 class Head:
     def __init__(self) -> None:
         self.last_ts: Int64Array = np.empty(0, np.int64)
@@ -78,6 +97,9 @@ class Head:
         self._ordered = True
         self._pending_samples = 0
         self.samples = 0
+        # Set where a background thread merges (store.background): seals and merges that are
+        # due are then asked of it instead of run inline, under the lock, in an append.
+        self.offload: Callable[[], None] | None = None
 
     # -- bookkeeping -----------------------------------------------------------------------
     @property
@@ -117,7 +139,10 @@ class Head:
         self.last_ts[sid[last]] = ts[last]
         self.last_bits[sid[last]] = val[last].view(np.uint64)
         if self._pending_samples >= _SEAL_PENDING:  # no read for a while: keep pending bounded
-            self._seal()
+            if self.offload is not None and self._ordered and self._pending_samples < _OFFLOAD_PENDING:
+                self.offload()
+            else:
+                self._seal()
 
     def _seal(self) -> None:
         """Pending batches become a block; blocks of one size class merge (see the module doc)."""
@@ -129,12 +154,50 @@ class Head:
         self._blocks.append(_merge(self._pending_runs(), True))
         self._pending, self._pending_samples = [], 0
         blocks = self._blocks
-        while len(blocks) >= _FANIN and _level(len(blocks[-_FANIN])) <= _level(len(blocks[-1])):
+        if self.offload is not None and len(blocks) <= _MAX_BLOCKS:
+            if self._size_class_due():
+                self.offload()
+            return
+        while self._size_class_due():
             merged = _merge([b.run() for b in blocks[-_FANIN:]], True)
             del blocks[-_FANIN:]
             blocks.append(merged)
         if len(blocks) > _MAX_BLOCKS:
             self.compact()
+
+    def _size_class_due(self) -> bool:
+        blocks = self._blocks
+        return len(blocks) >= _FANIN and _level(len(blocks[-_FANIN])) <= _level(len(blocks[-1]))
+
+    # -- merges off the store's lock (see SealWork) ----------------------------------------
+    def seal_work(self, pending_from: int | None = None) -> SealWork | None:
+        """The next merge that is due, to run off the lock; None when none is (call with the
+        lock). ``pending_from``: the pending samples that make a seal due (default: as inline)."""
+        if not self._ordered:  # the next read merges everything, in time order
+            return None
+        if self._pending and self._pending_samples >= (_SEAL_PENDING if pending_from is None else pending_from):
+            return SealWork(pending=tuple(self._pending))
+        if self._size_class_due():
+            return SealWork(blocks=tuple(self._blocks[-_FANIN:]))
+        return None
+
+    def adopt(self, work: SealWork, block: _Block) -> bool:
+        """Put ``block`` in place of what ``work`` merged, if the head still holds exactly that
+        (a read may have sealed or compacted meanwhile: then nothing changes and False)."""
+        if work.pending:
+            k = len(work.pending)
+            if not self._ordered or len(self._pending) < k or any(a is not b for a, b in zip(self._pending, work.pending)):
+                return False
+            self._blocks.append(block)  # pending batches are newer than every block
+            self._pending = self._pending[k:]
+            self._pending_samples -= len(block)
+            return True
+        first = next((i for i, b in enumerate(self._blocks) if b is work.blocks[0]), -1)
+        end = first + len(work.blocks)
+        if first < 0 or any(a is not b for a, b in zip(self._blocks[first:end], work.blocks)) or end > len(self._blocks):
+            return False
+        self._blocks[first:end] = [block]  # in place: block order is time order
+        return True
 
     def compact(self) -> None:
         """Merge every block and pending batch into one block."""

@@ -10,7 +10,7 @@ from store.types import Float64Array, Int64Array
 
 _FANIN = 8  # blocks of one size class merged at once
 _BASE = 1 << 16  # samples: blocks below _FANIN * _BASE are all of the smallest class
-_COUNTING_PARTS = 16  # merges of up to this many runs count instead of sorting
+_COUNTING_PARTS = 32  # merges of up to this many runs count instead of sorting
 
 Run = tuple[Int64Array, Int64Array, Int64Array, Float64Array]  # usid, offs, ts, val (see _Block)
 

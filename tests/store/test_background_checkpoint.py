@@ -220,3 +220,36 @@ def test_a_background_checkpoint_gives_way_to_appends_in_flight_but_not_forever(
     store.background._give_way()
     assert background_module.GIVE_WAY_MAX_S <= time.perf_counter() - began < background_module.GIVE_WAY_MAX_S + 0.2
     store.appending = 0
+
+
+def test_the_background_thread_seals_the_head_off_the_appends(
+    opened: Callable[..., TimeSeriesStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the seal threshold an append asks the thread; the thread merges the pending
+    batches into a block and puts it in place, and reads see every sample once."""
+    import store.head as head_module
+
+    monkeypatch.setattr(head_module, "_SEAL_PENDING", 100)
+    monkeypatch.setattr(head_module, "_OFFLOAD_PENDING", 10_000)
+    clock = ManualClock(T0)
+    store = opened(clock)
+    ids = store.resolve(KEYS)
+    merged = threading.Event()
+    real_adopt = head_module.Head.adopt
+
+    def adopt(self: Any, work: Any, block: Any) -> bool:
+        assert threading.current_thread().name == "store-checkpoints"
+        done = real_adopt(self, work, block)
+        merged.set()
+        return done
+
+    monkeypatch.setattr(head_module.Head, "adopt", adopt)
+    for j in range(6):  # 120 samples: one seal due
+        clock.set(T0 + j * 15_000)
+        store.append(SampleBatch.one_per_key(KEYS, T0 + j * 15_000, np.full(len(KEYS), float(j)), ids))
+    assert merged.wait(30)
+    with store.lock:
+        frozen = store.head.frozen()
+    assert len(frozen.blocks) == 1 and sum(len(b) for b in frozen.blocks) >= 100
+    got = Reader(store).raw(Selector("gpu_util"), T0, T0 + HOUR)
+    assert [s.values.tolist() for s in got] == [[float(j) for j in range(6)]] * len(KEYS)

@@ -16,9 +16,11 @@ second connection would hold appends back just the same (and wait on them in tur
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -88,17 +90,21 @@ class BackgroundCheckpoints:
                 return
             if self._merge_wanted:
                 self._merge_wanted = False
-                self.merge_head()
-            if not self._checkpoint_wanted:
-                continue
-            self._checkpoint_wanted = False
-            pressure, self._pressure = self._pressure, False
-            try:
-                self.run(pressure)
-            except Exception as exc:  # the next request retries; the write-ahead rows still hold everything
-                self.failures += 1
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.exception("background checkpoint failed")
+                self._guarded("merge", self.merge_head)
+            if self._checkpoint_wanted:
+                self._checkpoint_wanted = False
+                pressure, self._pressure = self._pressure, False
+                self._guarded("checkpoint", functools.partial(self.run, pressure))
+
+    def _guarded(self, what: str, work: Callable[[], int]) -> None:
+        """Run ``work``; a failure is counted and logged, and the next request retries (the
+        write-ahead rows still hold everything; a failed merge leaves the head as it was)."""
+        try:
+            work()
+        except Exception as exc:
+            self.failures += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.exception("background %s failed", what)
 
     def _give_way(self) -> None:
         """Wait while appends are in flight: they run alone, not at half speed beside the

@@ -102,14 +102,20 @@ def plan_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
     return Plan(cutoff.copy(), keep, marked, head.flushed_until.copy(), head.frozen(), wal_ranges)
 
 
+def _marks_after(flushed_until: Int64Array, cutoff: Int64Array, marked: Int64Array) -> Int64Array:
+    """Each series' flushed mark once a plan with these cutoffs and marked series commits."""
+    after = flushed_until.copy()
+    after[marked] = np.maximum(after[marked], cutoff[marked])
+    return after
+
+
 def _oldest_unflushed(store: TimeSeriesStore, cutoff: Int64Array, marked: Int64Array) -> int:
     """A lower bound on every sample still unflushed once the plan commits (per series the
     larger of its flushed mark then and its oldest sample in the head); every sample of the
     head older than this is in a chunk by then."""
     head = store.head
     n = head.capacity
-    after = head.flushed_until[:n].copy()
-    after[marked] = np.maximum(after[marked], cutoff[marked])
+    after = _marks_after(head.flushed_until[:n], cutoff, marked)
     pending = (head.last_ts[:n] != NEVER) & (head.last_ts[:n] >= after)
     if not pending.any():
         return int(np.iinfo(np.int64).max)
@@ -126,8 +132,7 @@ def prepare(plan: Plan) -> Plan:
     below = ts < plan.cutoff[sid]
     due = unflushed & below
     plan.flush = (sid[due], ts[due], val[due])
-    after = plan.flushed_until.copy()
-    after[plan.marked] = np.maximum(after[plan.marked], plan.cutoff[plan.marked])
+    after = _marks_after(plan.flushed_until, plan.cutoff, plan.marked)
     plan.bound = np.minimum(plan.keep_from[:n], after)
     kept = ts >= plan.bound[sid]
     plan.trimmed = _Block.of(sid[kept], ts[kept], val[kept])

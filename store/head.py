@@ -194,7 +194,7 @@ class Head:
             return True
         first = next((i for i, b in enumerate(self._blocks) if b is work.blocks[0]), -1)
         end = first + len(work.blocks)
-        if first < 0 or any(a is not b for a, b in zip(self._blocks[first:end], work.blocks)) or end > len(self._blocks):
+        if first < 0 or end > len(self._blocks) or any(a is not b for a, b in zip(self._blocks[first:end], work.blocks)):
             return False
         self._blocks[first:end] = [block]  # in place: block order is time order
         return True

@@ -71,4 +71,5 @@ def store_memory(store: TimeSeriesStore) -> dict[str, int]:
         "postings": posting_bytes,
         "chunk_cache": store.chunk_cache.nbytes,
         "rollup_cache": store.rollup_cache.rows * ROLLUP_ROW_BYTES,
+        "wal_ledger": store.wal_ledger.nbytes,
     }

@@ -64,4 +64,3 @@ def decode_wal(payload: bytes) -> tuple[Int64Array, Int64Array, Float64Array]:
     ts = np.frombuffer(payload, "<i8", n, off + 8 * n).astype(np.int64)
     val = np.frombuffer(payload, "<f8", n, off + 16 * n).astype(np.float64)
     return sid, ts, val
-

@@ -7,10 +7,12 @@ the copy held the interpreter long enough to show in append latency. Instead a r
 whole until none of its samples is unflushed, and is then deleted.
 
 When is a row wholly flushed? Let ``F[s]`` be series ``s``'s flushed mark once the checkpoint
-committed, and ``low`` the smallest ``F[s]`` among series that still have a sample at or past
-their mark. A sample ``(s, t)`` of a row whose newest time is below ``low`` is flushed: if
-``s`` has nothing unflushed, ``t <= last_ts[s] < F[s]``; otherwise ``t < low <= F[s]``. That
-needs only the newest time per row, not the row's series, so the ledger costs 16 bytes a row.
+committed, ``O[s]`` the larger of ``F[s]`` and the oldest sample of ``s`` in the head (so no
+unflushed sample of ``s`` is older than ``O[s]``), and ``low`` the smallest ``O[s]`` among
+series that still have a sample at or past their mark. A sample ``(s, t)`` of a row whose
+newest time is below ``low`` is flushed: if ``s`` has nothing unflushed, every sample of it is;
+otherwise ``t < low <= O[s]``, and no unflushed sample of ``s`` is that old. That needs only the
+newest time per row, not the row's series, so the ledger costs 16 bytes a row.
 
 A row kept this way may hold samples that are also in chunks. Replay after a restart drops
 samples below the marks taken from the chunks (``TimeSeriesStore._replay``), as it always
@@ -38,7 +40,9 @@ class WalLedger:
         return int(self._ids.nbytes + self._newest.nbytes)
 
     def add(self, row_id: int, newest_ts: int) -> None:
-        """A row just written (ids only grow: rows are written under the store's lock)."""
+        """A row just written. Its id is above every row's in the table, so above every id
+        here (rows are written under the store's lock; SQLite reuses only ids above its
+        largest), and the ids stay ascending."""
         if self._n == len(self._ids):
             self._ids = np.concatenate([self._ids, np.empty(self._n, np.int64)])
             self._newest = np.concatenate([self._newest, np.empty(self._n, np.int64)])
@@ -61,10 +65,13 @@ class WalLedger:
         """Rows a committed checkpoint deleted."""
         if not ranges:
             return
+        # Called under the store's lock: one pass, not one per run (ids are ascending).
         ids = self._ids[: self._n]
-        gone = np.zeros(self._n, bool)
-        for first, last in ranges:
-            gone |= (ids >= first) & (ids <= last)
+        firsts, lasts = np.asarray(ranges, np.int64).T
+        edges = np.zeros(self._n + 1, np.int64)
+        np.add.at(edges, np.searchsorted(ids, firsts, side="left"), 1)
+        np.add.at(edges, np.searchsorted(ids, lasts, side="right"), -1)
+        gone = np.cumsum(edges[:-1]) > 0
         kept = int((~gone).sum())
         self._ids[:kept] = ids[~gone]
         self._newest[:kept] = self._newest[: self._n][~gone]

@@ -253,3 +253,50 @@ def test_the_background_thread_seals_the_head_off_the_appends(
     assert len(frozen.blocks) == 1 and sum(len(b) for b in frozen.blocks) >= 100
     got = Reader(store).raw(Selector("gpu_util"), T0, T0 + HOUR)
     assert [s.values.tolist() for s in got] == [[float(j) for j in range(6)]] * len(KEYS)
+
+
+def test_a_failed_background_merge_is_counted_and_leaves_the_head_as_it_was(
+    opened: Callable[..., TimeSeriesStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import store.head as head_module
+
+    monkeypatch.setattr(head_module, "_SEAL_PENDING", 100)
+    monkeypatch.setattr(head_module, "_OFFLOAD_PENDING", 10_000)
+    real_merge = head_module.SealWork.merge
+    calls: list[int] = []
+
+    def failing_once(self: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            raise MemoryError("no room for the merged block")
+        return real_merge(self)
+
+    monkeypatch.setattr(head_module.SealWork, "merge", failing_once)
+    clock = ManualClock(T0)
+    store = opened(clock)
+    ids = store.resolve(KEYS)
+
+    def append(j: int) -> None:
+        clock.set(T0 + j * 15_000)
+        store.append(SampleBatch.one_per_key(KEYS, T0 + j * 15_000, np.full(len(KEYS), float(j)), ids))
+
+    for j in range(6):
+        append(j)
+    deadline = time.monotonic() + 30
+    while store.background is not None and store.background.failures == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert store.background is not None and store.background.failures == 1
+    assert "MemoryError: no room" in store.background.last_error
+    with store.lock:
+        assert store.head.frozen().blocks == ()  # nothing adopted, nothing lost
+    append(6)  # asks again: this time the merge goes through
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with store.lock:
+            if store.head.frozen().blocks:
+                break
+        time.sleep(0.01)
+    with store.lock:
+        assert len(store.head.frozen().blocks) == 1
+    got = Reader(store).raw(Selector("gpu_util"), T0, T0 + HOUR)
+    assert [s.values.tolist() for s in got] == [[float(j) for j in range(7)]] * len(KEYS)

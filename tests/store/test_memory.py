@@ -28,6 +28,7 @@ def test_memory_parts_count_the_head_exactly_and_estimate_the_index(make_store: 
     whole_postings = deep_size(postings)
     assert 0.7 * whole_postings <= parts["postings"] <= 1.5 * whole_postings
     assert parts["series_id_maps"] > 0 and parts["chunk_cache"] == 0 and parts["rollup_cache"] == 0
+    assert parts["wal_ledger"] == 16 * 1024  # five rows, in its first allocation
 
 
 def test_deep_size_counts_shared_objects_once() -> None:

@@ -40,6 +40,16 @@ def test_forget_drops_exactly_the_deleted_runs_and_keeps_later_rows() -> None:
     assert ledger.flushed(upto=10**9, low=10**9)[0] == (50, 2001)
 
 
+def test_forget_drops_many_runs_in_one_pass_and_keeps_the_rows_between() -> None:
+    rows = [(i, 100 if i % 3 == 0 else 0) for i in range(1, 3001)]  # every third row holds a sample at 100
+    ledger = _ledger(rows)
+    runs = ledger.flushed(upto=3000, low=50)
+    assert len(runs) == 1000 and runs[:2] == [(1, 2), (4, 5)]
+    ledger.forget(runs)
+    assert len(ledger) == 1000
+    assert ledger.flushed(upto=3000, low=101) == [(3, 3000)]  # only the kept rows are left
+
+
 def _wal_ids(store: TimeSeriesStore) -> list[int]:
     with store.engine.connect() as conn:
         return [int(r[0]) for r in conn.execute(text("SELECT id FROM wal ORDER BY id"))]

@@ -8,7 +8,8 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from infermeter.settings import ColdTierSettings, GpuSettings, ScrapeSettings, Settings, StoreSettings
+from infermeter.settings import GpuSettings, ScrapeSettings, Settings, StoreSettings
+from infermeter.settings_store import ColdTierSettings
 from store import ManualClock, SampleBatch, SeriesKey
 from tests.service import serve
 

@@ -25,7 +25,8 @@ from sqlalchemy import text
 
 from infermeter.api import create_app
 from infermeter.runtime import Runtime, build_runtime
-from infermeter.settings import RemoteEngineSettings, Settings, StoreSettings
+from infermeter.settings import Settings, StoreSettings
+from infermeter.settings_fleet import RemoteEngineSettings
 from remote.store import RemoteSampleStore
 from reports.build import build_report
 from reports.model import Period, ReportSources

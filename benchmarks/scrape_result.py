@@ -1,0 +1,92 @@
+"""What :mod:`benchmarks.scrape_bench` measures of one system and prints: CPU, samples stored
+and scraped over back-to-back windows, RSS, failed scrapes, and where our RSS goes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from benchmarks._common import MIB, spread
+from benchmarks.scrape_measure import Point
+
+
+# -- one system's result -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Result:
+    name: str
+    cpu_s: float
+    samples: float
+    wall_s: float
+    rss: int
+    failed_share: float
+    scraped: float  # samples read from the targets in the span (successful scrapes x series)
+    note: str
+    window_cpu_per_m: list[float] = field(default_factory=list)  # CPU s per M stored, window by window
+
+    @classmethod
+    def over(
+        cls, name: str, edges: list[Point], rss: int, failed_share: float, scraped: float, note: str
+    ) -> Result:
+        """The result of back-to-back windows from their edges (the figures of the whole span,
+        and CPU per million samples stored of each window)."""
+        p0, p1 = edges[0], edges[-1]
+        per_window = [
+            (b.cpu - a.cpu) / ((b.samples - a.samples) / 1e6) if b.samples > a.samples else float("inf")
+            for a, b in zip(edges, edges[1:])
+        ]
+        return cls(
+            name,
+            p1.cpu - p0.cpu,
+            p1.samples - p0.samples,
+            p1.wall - p0.wall,
+            rss,
+            failed_share,
+            scraped,
+            note,
+            per_window,
+        )
+
+    @property
+    def cpu_per_m(self) -> float:
+        """CPU seconds per million samples stored."""
+        return self.cpu_s / (self.samples / 1e6) if self.samples > 0 else float("inf")
+
+    @property
+    def cpu_per_m_scraped(self) -> float:
+        return self.cpu_s / (self.scraped / 1e6) if self.scraped > 0 else float("inf")
+
+    def print(self, total_series: int) -> None:
+        print(f"  windows together               {self.wall_s:10.1f} s")
+        print(
+            f"  CPU (user+system)              {self.cpu_s:10.2f} s  ({100 * self.cpu_s / self.wall_s:.0f}% of one core)"
+        )
+        print(
+            f"  samples stored                 {self.samples:12,.0f}  ({self.samples / self.wall_s:,.0f} samples/s)"
+        )
+        print(
+            f"  samples scraped                {self.scraped:12,.0f}  (stored / scraped = {self.samples / self.scraped:.2f})"
+        )
+        print(f"  CPU per million samples stored {self.cpu_per_m:10.2f} s")
+        if len(self.window_cpu_per_m) > 1:
+            print(f"    window by window             {spread(self.window_cpu_per_m)} s")
+        print(f"  CPU per million scraped        {self.cpu_per_m_scraped:10.2f} s")
+        print(
+            f"  RSS at the end                 {self.rss / MIB:10.1f} MiB  ({self.rss / total_series:,.0f} B per scraped series)"
+        )
+        print(f"  scrapes failed                 {100 * self.failed_share:10.2f} %")
+        if self.note:
+            print(f"  {self.note}")
+
+
+
+def print_memory(rss: int, series: float, metrics: list[str]) -> None:
+    """Where the RSS is: the store's parts from ``infermeter_store_memory_bytes`` (numpy
+    exact, Python objects estimated), the rest as what they do not cover (interpreter,
+    imported libraries, parser caches, SQLAlchemy, allocator slack)."""
+    parts = {line.split('part="', 1)[1].split('"', 1)[0]: float(line.rsplit(" ", 1)[1])
+             for line in metrics if line.startswith("infermeter_store_memory_bytes{")}
+    print(f"  memory at the end: RSS {rss / MIB:.1f} MiB, {series:,.0f} series")
+    for part, size in sorted(parts.items(), key=lambda item: -item[1]):
+        print(f"    {part:<28} {size / MIB:9.1f} MiB  {size / max(series, 1):8.0f} B/series")
+    rest = rss - sum(parts.values())
+    print(f"    {'everything else':<28} {rest / MIB:9.1f} MiB  {rest / max(series, 1):8.0f} B/series "
+          "(interpreter and libraries, scrape caches, SQLAlchemy, allocator slack)")

@@ -36,7 +36,7 @@ Everything is measured side by side in one run, on the same synthetic data:
    timestamps 15 s apart, starting at the wall clock), peak RSS and VmHWM, HTTP ingest rate.
 5. **stalls** -- append latency and scrape cadence across a 2 h chunk boundary with 100,000
    series (``--stall-series``; quick: 5,000): PostgreSQL with background checkpoints, PostgreSQL
-   inline, SQLite; see :mod:`benchmarks.store_stalls`.
+   inline, SQLite background and inline; see :mod:`benchmarks.store_stalls`.
 
 The output ends with one line per target:
 ``target <name>: <median> [<low>..<high>, median of <n>] (goal <op> <goal>) PASS|SHORT|SKIP``.

@@ -62,8 +62,9 @@ class StoreSettings(Strict):
         60_000, description="once some series are due for a checkpoint, wait at most this long for the rest"
     )
     background_checkpoints: bool = Field(
-        True, description="PostgreSQL: checkpoints write chunks and rollups on their own connection and thread, so "
-        "appends never wait for them (SQLite has one writer: there they stay inline)",
+        True, description="checkpoints write chunks and rollups on their own connection and thread, so appends do "
+        "not wait for them (SQLite has one writer: there each slice of about 5,000 samples commits on its own, and an "
+        "append waits for one slice at most)",
     )
     retention: RetentionSettings = Field(RetentionSettings(), description="how long each resolution is kept")
     cold_tier: ColdTierSettings = Field(ColdTierSettings(), description=ColdTierSettings.__doc__)

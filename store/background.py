@@ -10,8 +10,13 @@ once the checkpoint is done, so nothing lands in the head behind the plan's back
 The same thread merges the head's pending batches into blocks and its blocks into larger
 ones (:meth:`BackgroundCheckpoints.merge_head`), also off the lock.
 
-Only for PostgreSQL: SQLite has one writer per database, so a checkpoint's transaction on a
-second connection would hold appends back just the same (and wait on them in turn).
+On SQLite, which has one writer per database, a checkpoint's single transaction on a second
+connection would hold the appends' write-ahead inserts back for all of it. There each slice
+(whole series, ~5 k samples) commits on its own (:class:`SlicePublisher`), so an append waits
+for at most one slice's write. The store stays consistent at every commit: a slice holds each
+of its series' chunks and rollups whole, its series' flushed marks move under the store's lock
+together with the commit, and after a crash between slices replay takes from the write-ahead
+rows only what is past each series' newest chunk -- every sample is read exactly once.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from store.checkpoint import apply_checkpoint, plan_checkpoint, prepare, write_checkpoint
+from store.checkpoint import Plan, apply_checkpoint, plan_checkpoint, prepare, write_checkpoint
 from store.head import NEVER
+from store.types import Int64Array
 
 if TYPE_CHECKING:
     from store.tsdb import TimeSeriesStore
@@ -151,21 +157,66 @@ class BackgroundCheckpoints:
                     with store.lock:
                         store.pending_floor = None
                     return 0
-                write_checkpoint(store, cur, plan, self._give_way, BACKGROUND_SLICE_SAMPLES)
+                publish = SlicePublisher(store, self._conn, plan) if store.backend.name == "sqlite" else None
+                write_checkpoint(store, cur, plan, self._give_way, BACKGROUND_SLICE_SAMPLES, publish)
                 # Committed off the lock too: a large transaction's commit takes long enough to
                 # show in append latency. Until the marks move, a raw read still takes these
                 # samples from the head (it reads chunks only below head_start), and appends
-                # below the plan are still refused by the pending floor.
+                # below the plan are still refused by the pending floor. Rollup reads that
+                # overlap the commit read again (store.publish_gate).
+                # On SQLite the slices are committed and their marks moved: this commit deletes
+                # write-ahead rows only. There the store's lock is never taken while this
+                # connection holds SQLite's write lock: an append holding it may be waiting for
+                # that write lock.
+                if publish is None:
+                    store.publish_gate.begin(np.unique(plan.flush[0]))
                 self._conn.commit()
             except BaseException:
                 self._conn.rollback()
                 with store.lock:
                     store.pending_floor = None
+                    store.publish_gate.end()
                 raise
             finally:
                 cur.close()
             with store.lock:
                 apply_checkpoint(store, plan)
                 store.pending_floor = None
+                store.publish_gate.end()
                 store.stats["checkpoints"] += 1
             return plan.samples
+
+
+class SlicePublisher:
+    """SQLite: each slice of a background checkpoint is its own transaction; once it commits,
+    its series' flushed marks move (see the module doc).
+
+    Both ends are announced to the store's publish gate (:mod:`store.publish_gate`): the slice's
+    series before it is written -- waiting there, not while holding SQLite's write lock, for a
+    held read -- and the end in the critical section that moves their marks. The commit itself
+    is off the store's lock: an append holds that lock while it waits for SQLite's write lock,
+    which this connection holds until it commits. The rollup cache takes the slice's rows with
+    the marks; the checkpoint's final apply finds ``plan.written`` empty."""
+
+    def __init__(self, store: TimeSeriesStore, conn: Any, plan: Plan) -> None:
+        self.store, self.conn, self.plan = store, conn, plan
+
+    def before(self, sids: Int64Array) -> None:
+        self.store.publish_gate.begin(np.unique(sids))
+
+    def after(self, sids: Int64Array) -> None:
+        store, plan = self.store, self.plan
+        try:
+            self.conn.commit()
+        except BaseException:
+            with store.lock:
+                store.publish_gate.end()
+            raise
+        with store.lock:  # one critical section: a read sees the rows with their marks or neither
+            store.head.mark_flushed(np.unique(sids), plan.cutoff)
+            for resolution, frame, overlap in plan.written:
+                store.rollup_cache.invalidate(resolution, overlap.sid.tolist())
+                store.rollup_cache.extend(resolution, frame)
+            plan.written.clear()
+            store.flush_epoch += 1
+            store.publish_gate.end()

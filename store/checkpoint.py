@@ -5,7 +5,9 @@ earlier, unaligned flush already started) and deletes the write-ahead rows whose
 all flushed by then (:mod:`store.wal_ledger`; a row with any sample left stays whole). Either
 all of it commits or none of it does, so after a crash at any point the write-ahead table plus
 the chunks hold every sample, and replay takes from the write-ahead rows only what is past
-the chunks: every sample is read exactly once.
+the chunks: every sample is read exactly once. (A background checkpoint on SQLite commits each
+slice of whole series on its own instead, see :mod:`store.background`; the same replay rule
+keeps that exact.)
 
 Three steps, so that the slow middle one can run off the store's lock (see
 :mod:`store.background`): :func:`plan_checkpoint` takes what to write from the head,
@@ -18,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +46,14 @@ def _no_samples() -> tuple[Int64Array, Int64Array, Float64Array]:
 # (codec columns, rollup frames, rows for the driver) are bounded by a slice, not a checkpoint.
 SLICE_SAMPLES = 250_000
 _RANGES_PER_DELETE = 200  # id runs per DELETE statement (SQLite allows 32,766 parameters)
+
+
+class SliceHooks(Protocol):
+    """What :func:`write_checkpoint` tells a caller around each slice (series of the slice)."""
+
+    def before(self, sids: Int64Array) -> None: ...
+
+    def after(self, sids: Int64Array) -> None: ...
 
 
 @dataclass
@@ -140,16 +150,22 @@ def prepare(plan: Plan) -> Plan:
 
 
 def write_checkpoint(store: TimeSeriesStore, cur: Any, plan: Plan, pause: Callable[[], None] | None = None,
-                     slice_samples: int = SLICE_SAMPLES) -> None:
+                     slice_samples: int = SLICE_SAMPLES, hooks: SliceHooks | None = None) -> None:
     """Chunks and rollups of the plan and the write-ahead rows it empties deleted, on ``cur``
     inside one transaction the caller commits. Needs no store lock: it
     reads the head only for ``flushed_until``, which only the checkpoint itself moves.
-    ``pause``: called between slices (a background checkpoint gives way to appends there)."""
+    ``pause``: called between slices (a background checkpoint gives way to appends there).
+    ``hooks``: told each slice's series before and after it is written; a caller that commits
+    after each makes every slice a transaction of its own (see :mod:`store.background`)."""
     sid, ts, val = plan.flush
     for lo, hi in _slices(sid, slice_samples):
         if pause is not None:
             pause()
+        if hooks is not None:
+            hooks.before(sid[lo:hi])
         plan.written.extend(_flush_slice(store, cur, sid[lo:hi], ts[lo:hi], val[lo:hi]))
+        if hooks is not None:
+            hooks.after(sid[lo:hi])
     p = store.backend.param
     for at in range(0, len(plan.wal_ranges), _RANGES_PER_DELETE):
         ranges = plan.wal_ranges[at : at + _RANGES_PER_DELETE]
@@ -204,7 +220,11 @@ def _flush_slice(
 ) -> list[tuple[int, Frame, Frame]]:
     """Chunks and rollups of whole series; returns (resolution, rows written, merged rows)."""
     head = store.head
-    starts = np.flatnonzero(np.append(True, sid[1:] != sid[:-1]))
+    # A chunk per series and chunk range: a checkpoint that ran late (a background one behind
+    # a backfill, a restart) writes the same chunks as one at every boundary would have.
+    rng = store.options.chunk_range_ms
+    window = ts // rng
+    starts = np.flatnonzero(np.append(True, (sid[1:] != sid[:-1]) | (window[1:] != window[:-1])))
     ends = np.append(starts[1:], len(sid))
     blobs = encode_segments(ts, val, starts)
     chunk_rows = zip(

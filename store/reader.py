@@ -13,6 +13,8 @@ so the first ``increase``/``rate`` includes the increase across its left edge.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -29,6 +31,9 @@ from store.rollup_reads import NEEDS, batches, cached_rollups, fetch_rows, sql_f
 from store.series_index import Selector
 from store.tsdb import HeadSnapshot, TimeSeriesStore
 from store.types import Float64Array, Int64Array, SeriesKey, is_stale_marker
+
+log = logging.getLogger(__name__)
+_SETTLE_TRIES = 3  # reads of head + rollups before one is served as it is (the 2nd and 3rd hold commits back)
 
 Fn = Literal["last", "avg", "min", "max", "sum", "count", "rate", "increase"]
 Combine = Literal["sum", "avg", "min", "max", "count"]
@@ -206,8 +211,8 @@ class Reader:
     ) -> tuple[Frame, str]:
         sids = np.asarray([s for s, _ in found], np.int64)
         resolution = self._tier_for(step, start_ms)
-        snap = self.store.head_snapshot(sids, start_ms, end_ms)
         if resolution is None:
+            snap = self.store.head_snapshot(sids, start_ms, end_ms)
             samples = self._samples(sids, snap, start_ms, end_ms)
             parts = [
                 Frame.from_samples(np.full(len(ts), sid, np.int64), ts, val)
@@ -215,11 +220,22 @@ class Reader:
             ]
             return Frame.concat(parts), "raw"
         sid_list = sids.tolist()
-        if self.store.rollup_cache.enabled:
-            per_series = cached_rollups(self.store, sid_list, resolution, start_ms, end_ms)
+        # A checkpoint that commits rollup rows between the head's snapshot and their read
+        # would have its samples counted twice (in the rows and in the head's tail): such a
+        # read is tried again, holding the commits back (store.publish_gate).
+        for attempt in range(_SETTLE_TRIES):
+            with self.store.publish_gate.hold() if attempt else contextlib.nullcontext():
+                snap = self.store.head_snapshot(sids, start_ms, end_ms)
+                if self.store.rollup_cache.enabled:
+                    per_series = cached_rollups(self.store, sid_list, resolution, start_ms, end_ms)
+                else:
+                    rolled = sql_folded_rollups(self.store, sids, resolution, start_ms, end_ms, step, fn)
+                    per_series = split_by_series(rolled, sid_list)
+                if self.store.publish_gate.settled(sids, snap.flushed_until):
+                    break
         else:
-            rolled = sql_folded_rollups(self.store, sids, resolution, start_ms, end_ms, step, fn)
-            per_series = split_by_series(rolled, sid_list)
+            log.warning("rollup read of %d series overlapped checkpoint commits %d times; served as read",
+                        len(sid_list), _SETTLE_TRIES)
         # Rollup rows only hold flushed samples (< flushed_until) and head tails only
         # unflushed ones, so the union is every sample exactly once; series by series, rows
         # then tail, keeps the (series, time) order without sorting.

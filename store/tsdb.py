@@ -41,6 +41,7 @@ from store.head import EMPTY, NEVER, Head
 from store.head_views import HeadSnapshot as HeadSnapshot
 from store.head_views import HeadWindow as HeadWindow
 from store.options import MINUTE_MS, StoreOptions
+from store.publish_gate import PublishGate
 from store.rollup_cache import RollupCache
 from store.series_index import SeriesIndex
 from store.types import Float64Array, Int64Array, SampleBatch, SeriesKey
@@ -83,6 +84,8 @@ class TimeSeriesStore:
         self.flush_epoch = 0
         self.index = SeriesIndex()
         self.lock = threading.RLock()
+        # Rollup reads vs checkpoints committing off the lock (the marks are read under it).
+        self.publish_gate = PublishGate(self.lock, lambda sids: self.head.flushed_until[sids])
         # Taken before ``lock``: one checkpoint at a time, inline or in the background.
         self.checkpoint_lock = threading.Lock()
         self.last_wal_id = 0
@@ -129,7 +132,7 @@ class TimeSeriesStore:
                     self.last_wal_id = max(self.last_wal_id, int(wal_id))
             if not self.read_only:
                 self._conn = self.engine.raw_connection()
-                if self.options.background_checkpoints and self.backend.name == "postgresql":
+                if self.options.background_checkpoints:
                     self.background = BackgroundCheckpoints(self)
                     self.background.start()
                     self.head.offload = self.background.request_merge
@@ -393,8 +396,4 @@ class TimeSeriesStore:
                 (s, ts[a : a + c], val[a : a + c])
                 for s, a, c in zip(sids.tolist(), starts.tolist(), counts.tolist())
             ]
-            return HeadSnapshot(
-                parts,
-                self.head.head_start[sids].copy(),
-                self.head.flushed_until[sids].copy(),
-            )
+            return HeadSnapshot(parts, self.head.head_start[sids].copy(), self.head.flushed_until[sids].copy())

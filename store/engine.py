@@ -9,6 +9,7 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 SqliteSync = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+SQLITE_AUTOCHECKPOINT_PAGES = 4096  # 16 MiB of WAL between automatic checkpoints (each one syncs)
 
 
 def create_store_engine(
@@ -47,7 +48,7 @@ def create_store_engine(
             # cache turns that into re-reads. 64 MiB keeps the hot pages in memory.
             cur.execute("PRAGMA cache_size=-65536")
             # Fewer, larger WAL-file checkpoints (16 MiB): each one costs an fsync.
-            cur.execute("PRAGMA wal_autocheckpoint=4096")
+            cur.execute(f"PRAGMA wal_autocheckpoint={SQLITE_AUTOCHECKPOINT_PAGES}")
             cur.close()
 
         return engine

@@ -79,19 +79,16 @@ class TimeSeriesStore:
         self.head = Head()
         self.rollup_cache = RollupCache(self.options.rollup_cache_rows)
         self.chunk_cache = ChunkCache(self.options.chunk_cache_bytes)
-        # Counts checkpoints and retention passes: a rollup cache fill that started under an
-        # older epoch may have missed rows and is not kept.
-        self.flush_epoch = 0
+        self.flush_epoch = 0  # checkpoints and retention passes: a cache fill begun before one is not kept
         self.index = SeriesIndex()
         self.lock = threading.RLock()
-        # Rollup reads vs checkpoints committing off the lock (the marks are read under it).
-        self.publish_gate = PublishGate(self.lock, lambda sids: self.head.flushed_until[sids])
+        self.publish_gate = PublishGate(self.lock, lambda sids: self.head.flushed_until[sids])  # see its module
         # Taken before ``lock``: one checkpoint at a time, inline or in the background.
         self.checkpoint_lock = threading.Lock()
         self.last_wal_id = 0
         self.wal_ledger = WalLedger()  # which write-ahead rows a checkpoint may delete
-        # While a background checkpoint writes its plan: per series, the cutoff below which
-        # new samples are refused as too old (None when none is in flight).
+        # While a background checkpoint writes its plan: per series, the cutoff below which new
+        # samples are refused as too old (None when none is in flight).
         self.pending_floor: Int64Array | None = None
         self.background: BackgroundCheckpoints | None = None
         self._queue = AppendQueue()
@@ -134,7 +131,7 @@ class TimeSeriesStore:
                 self._conn = self.engine.raw_connection()
                 if self.options.background_checkpoints:
                     self.background = BackgroundCheckpoints(self)
-                    self.background.start()
+                    self.background.start(self._conn)
                     self.head.offload = self.background.request_merge
             log.info("store opened: %d series, %d samples replayed into the head", len(self.index), replayed)
 
@@ -201,7 +198,8 @@ class TimeSeriesStore:
                 if not accepted.all():
                     sid, ts, val = sid[accepted], ts[accepted], val[accepted]
                 if len(sid):
-                    wal_id = self.backend.insert_wal(cur, now, len(sid), encode_wal(sid, ts, val))
+                    payload = encode_wal(sid, ts, val)
+                    wal_id = self.backend.insert_wal(cur, now, len(sid), payload)
         except Exception as exc:  # nothing of the group committed: each of its callers gets the error
             for pending in group:
                 pending.fail(exc)
@@ -209,6 +207,8 @@ class TimeSeriesStore:
         if len(sid):
             self.last_wal_id = max(self.last_wal_id, wal_id)
             self.wal_ledger.add(wal_id, int(ts.max()))
+            if self.background is not None:
+                self.background.wal_written(len(payload))
         self.active.born(self.index.commit_new(), now)
         self.head.add(sid, ts, val)
         for pending, counts in zip(live, per_owner(status, owner, len(live), len(_REASONS) + 2)):

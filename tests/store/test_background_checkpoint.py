@@ -476,3 +476,47 @@ def test_a_late_checkpoint_writes_one_chunk_per_series_and_chunk_range(opened: C
     assert len(rows) == 4 * len(KEYS)
     expected = ([start + i * MIN for i in range(7 * 60)], [float(i) for i in range(7 * 60)])
     assert all(v == expected for v in every_sample(store).values())
+
+
+def test_on_sqlite_the_wal_file_is_checkpointed_by_the_background_thread_not_by_appends(
+        sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite's automatic WAL checkpoint ran inside whichever commit crossed 16 MiB, an append's
+    included; with background checkpoints the store's connections leave it to the thread."""
+    monkeypatch.setattr(background_module, "WAL_CHECKPOINT_BYTES", 1)  # after every append
+    engine = create_store_engine(sqlite_url)
+    store = TimeSeriesStore(engine, ManualClock(T0), StoreOptions(background_checkpoints=True))
+    store.open()
+    assert store.background is not None
+    real = background_module.BackgroundCheckpoints.checkpoint_wal
+    threads: list[str] = []
+
+    def recorded(self: Any) -> int:
+        threads.append(threading.current_thread().name)
+        return real(self)
+
+    monkeypatch.setattr(background_module.BackgroundCheckpoints, "checkpoint_wal", recorded)
+
+    def autocheckpoint(conn: Any) -> int:
+        cur = conn.cursor()
+        try:
+            cur.execute("PRAGMA wal_autocheckpoint")
+            return int(cur.fetchone()[0])
+        finally:
+            cur.close()
+
+    try:
+        assert autocheckpoint(store._conn) == 0
+        for i in range(3):
+            scrape(store, T0 + i * MIN, float(i))
+        wait_for(lambda: len(threads) >= 1)
+        assert set(threads) == {"store-checkpoints"}
+    finally:
+        store.close()
+    with engine.connect() as conn:  # the pooled connections are back to automatic checkpoints
+        assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar_one() == 4096
+    raw = engine.raw_connection()
+    try:
+        assert autocheckpoint(raw) == 4096
+    finally:
+        raw.close()
+        engine.dispose()

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from store.checkpoint import Plan, apply_checkpoint, plan_checkpoint, prepare, write_checkpoint
+from store.checkpoint import Plan, apply_checkpoint, cache_written, plan_checkpoint, prepare, write_checkpoint
 from store.engine import SQLITE_AUTOCHECKPOINT_PAGES
 from store.head import NEVER
 from store.types import Int64Array
@@ -241,7 +241,7 @@ class SlicePublisher:
     held read -- and the end in the critical section that moves their marks. The commit itself
     is off the store's lock: an append holds that lock while it waits for SQLite's write lock,
     which this connection holds until it commits. The rollup cache takes the slice's rows with
-    the marks; the checkpoint's final apply finds ``plan.written`` empty."""
+    the marks (:func:`store.checkpoint.cache_written`), so the final apply finds none left."""
 
     def __init__(self, store: TimeSeriesStore, conn: Any, plan: Plan, checkpoint_wal: Callable[[], int]) -> None:
         self.store, self.conn, self.plan, self.checkpoint_wal = store, conn, plan, checkpoint_wal
@@ -259,10 +259,7 @@ class SlicePublisher:
             raise
         with store.lock:  # one critical section: a read sees the rows with their marks or neither
             store.head.mark_flushed(np.unique(sids), plan.cutoff)
-            for resolution, frame, overlap in plan.written:
-                store.rollup_cache.invalidate(resolution, overlap.sid.tolist())
-                store.rollup_cache.extend(resolution, frame)
-            plan.written.clear()
+            cache_written(store, plan)
             store.flush_epoch += 1
             store.publish_gate.end()
         self.checkpoint_wal()  # the slice's pages, between appends

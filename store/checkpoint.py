@@ -177,15 +177,23 @@ def apply_checkpoint(store: TimeSeriesStore, plan: Plan) -> None:
     """The head and caches after the plan's transaction committed (store lock held)."""
     head = store.head
     head.mark_flushed(plan.marked, plan.cutoff)
-    for resolution, frame, overlap in plan.written:
-        # A merged bucket replaced a row a cached series already holds: refetch that series.
-        store.rollup_cache.invalidate(resolution, overlap.sid.tolist())
-        store.rollup_cache.extend(resolution, frame)
+    cache_written(store, plan)
     store.flush_epoch += 1
     store.wal_ledger.forget(plan.wal_ranges)
     if plan.trimmed is None or not head.replace_frozen(plan.frozen, plan.trimmed, plan.bound):
         head.trim(plan.keep_from)  # the head was merged meanwhile (a read): trim it here
     log.debug("checkpoint: %d samples flushed, %d write-ahead id ranges deleted", plan.samples, len(plan.wal_ranges))
+
+
+def cache_written(store: TimeSeriesStore, plan: Plan) -> None:
+    """The rollup rows the plan wrote so far into the rollup cache, once committed (store lock
+    held); they are taken out of ``plan.written`` (a checkpoint that commits slice by slice
+    calls this after each)."""
+    for resolution, frame, overlap in plan.written:
+        # A merged bucket replaced a row a cached series already holds: refetch that series.
+        store.rollup_cache.invalidate(resolution, overlap.sid.tolist())
+        store.rollup_cache.extend(resolution, frame)
+    plan.written.clear()
 
 
 def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,

@@ -62,7 +62,7 @@ def decode_and_fold(
     try:
         cur = conn.cursor()
         cur.execute(
-            f"SELECT series_id, n, data FROM chunks WHERE series_id IN ({', '.join([p] * len(sids))}) "
+            f"SELECT series_id, n, encoding, data FROM chunks WHERE series_id IN ({', '.join([p] * len(sids))}) "
             f"AND end_ms >= {p} AND start_ms <= {p} ORDER BY series_id, start_ms",
             (*sids, origin, end_ms),
         )
@@ -72,8 +72,8 @@ def decode_and_fold(
         conn.close()
     row_of = {sid: i for i, sid in enumerate(sids)}
     ts_parts, val_parts, row_parts = [], [], []
-    for sid, n, data in rows:
-        ts, val = decode(bytes(data), int(n))
+    for sid, n, encoding, data in rows:
+        ts, val = decode(bytes(data), int(n), int(encoding))
         ts_parts.append(ts)
         val_parts.append(val)
         row_parts.append(np.full(len(ts), row_of[int(sid)], np.int64))

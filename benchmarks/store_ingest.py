@@ -32,6 +32,7 @@ from benchmarks._common import (
 )
 from benchmarks.store_common import Sizes, close_store, open_store
 from store import ManualClock, SampleBatch, TimeSeriesStore
+from store.engine import SQLITE_AUTOCHECKPOINT_PAGES, SQLITE_PAGE_SIZE
 
 INGEST_GOAL = 0.7
 SENDERS = 8  # concurrent senders of the group-commit run (scrape workers, one target each)
@@ -139,10 +140,11 @@ def ingest_ours(url: str, fleet: Fleet, scrapes_per_append: int) -> IngestRun:
 def sqlite_pragmas(conn: sqlite3.Connection) -> None:
     """The PRAGMAs :func:`store.create_store_engine` sets, so the baseline runs alike."""
     for pragma in (
+        f"page_size={SQLITE_PAGE_SIZE}",
         "journal_mode=WAL",
         "synchronous=NORMAL",
         "cache_size=-65536",
-        "wal_autocheckpoint=4096",
+        f"wal_autocheckpoint={SQLITE_AUTOCHECKPOINT_PAGES}",
     ):
         conn.execute(f"PRAGMA {pragma}")
 

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from store.backend import CHUNK_COLUMNS
-from store.codec import ENCODING_V1, encode_segments
+from store.codec import ENCODING, encode_segments
 from store.head import NEVER, Frozen
 from store.head_blocks import _Block
 from store.rollup import Frame, merge_rows, regroup
@@ -240,7 +240,7 @@ def _flush_slice(
         ts[starts].tolist(),
         ts[ends - 1].tolist(),
         (ends - starts).tolist(),
-        [ENCODING_V1] * len(starts),
+        [ENCODING] * len(starts),
         blobs,
     )
     store.backend.bulk_insert(cur, "chunks", CHUNK_COLUMNS, chunk_rows)

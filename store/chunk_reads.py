@@ -35,7 +35,7 @@ def read_chunks(store: TimeSeriesStore, sids: Int64Array, below: Int64Array, sta
             f"AND end_ms >= {p} AND start_ms <= {p} ORDER BY series_id, start_ms",
             (*group, start_ms, upper),
         )
-    blobs: dict[int, bytes] = {}
+    blobs: dict[int, tuple[int, bytes]] = {}
     if store.cold is not None:
         cold = cold_chunks(store, store.cold, sids.tolist(), start_ms, upper)
         if cold:
@@ -43,7 +43,7 @@ def read_chunks(store: TimeSeriesStore, sids: Int64Array, below: Int64Array, sta
             hot = {k[0] for k in keys}
             keys = sorted(keys + [(c[0], c[1], c[2], c[3], c[4]) for c in cold if c[0] not in hot],
                           key=lambda k: (k[1], k[2]))
-            blobs = {c[0]: bytes(c[5]) for c in cold}
+            blobs = {c[0]: (int(c[5]), bytes(c[6])) for c in cold}
     if not keys:
         return SeriesRuns.empty()
     ts, values, counts = _decoded(store, keys, blobs)
@@ -54,7 +54,7 @@ def read_chunks(store: TimeSeriesStore, sids: Int64Array, below: Int64Array, sta
     return SeriesRuns.of(np.repeat(chunk_sids, counts)[keep], ts[keep], values[keep])
 
 
-def _decoded(store: TimeSeriesStore, keys: list[ChunkKey], blobs: dict[int, bytes]) -> tuple[Int64Array, np.ndarray, Int64Array]:
+def _decoded(store: TimeSeriesStore, keys: list[ChunkKey], blobs: dict[int, tuple[int, bytes]]) -> tuple[Int64Array, np.ndarray, Int64Array]:
     """Every chunk's samples back to back in ``keys`` order: cached ones assembled, the others
     read by id and decoded in one batch (and cached)."""
     cache = store.chunk_cache
@@ -83,17 +83,18 @@ def _decoded(store: TimeSeriesStore, keys: list[ChunkKey], blobs: dict[int, byte
     return ts, values, counts
 
 
-def _decode(store: TimeSeriesStore, keys: list[ChunkKey], blobs: dict[int, bytes] | None = None) -> DecodedChunks:
-    """The chunks of ``keys`` (in that order) decoded together: blobs of the cold tier as given,
-    the others read by id."""
+def _decode(store: TimeSeriesStore, keys: list[ChunkKey], blobs: dict[int, tuple[int, bytes]] | None = None) -> DecodedChunks:
+    """The chunks of ``keys`` (in that order) decoded together: blobs of the cold tier as given
+    (with their encoding), the others read by id."""
     blobs = blobs or {}
-    data: dict[int, bytes] = {k[0]: blobs[k[0]] for k in keys if k[0] in blobs}
+    data: dict[int, tuple[int, bytes]] = {k[0]: blobs[k[0]] for k in keys if k[0] in blobs}
     p = store.backend.param
     for group in batches([k[0] for k in keys if k[0] not in blobs]):
-        for cid, blob in fetch_rows(store, f"SELECT id, data FROM chunks WHERE id IN ({', '.join([p] * len(group))})", group):
-            data[int(cid)] = bytes(blob)
-    present = [k for k in keys if k[0] in data]
-    decoded = decode_many([data[k[0]] for k in present], [k[4] for k in present])
+        rows = fetch_rows(store, f"SELECT id, encoding, data FROM chunks WHERE id IN ({', '.join([p] * len(group))})", group)
+        for cid, encoding, blob in rows:
+            data[int(cid)] = (int(encoding), bytes(blob))
+    present = [data[k[0]] for k in keys if k[0] in data]
+    decoded = decode_many([b for _, b in present], [k[4] for k in keys if k[0] in data], [e for e, _ in present])
     if len(present) == len(keys):
         return decoded
     # a chunk retention deleted between the two reads: read as if it had already been gone

@@ -38,7 +38,8 @@ SCHEMA = pa.schema([
     ("n", pa.int32()), ("encoding", pa.int16()), ("data", pa.binary()),
 ])
 MOVE_CHUNKS = 100_000  # chunk rows per file (and per move transaction)
-ColdRow = tuple[int, int, int, int, int, bytes]  # id, series, start, end, n, blob
+ColdRow = tuple[int, int, int, int, int, int, bytes]  # id, series, start, end, n, encoding, blob
+_READ = ("id", "series_id", "start_ms", "end_ms", "n", "encoding", "data")
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class ColdTier:
 
     def write(self, name: str, table: pa.Table) -> int:
         path = self.path(name)
-        # Blobs are deflated chunks already: compressing them again costs time for nothing.
+        # Blobs are compressed chunks already: compressing them again costs time for nothing.
         with self.fs.open(path, "wb") as out:
             pq.write_table(table, out, compression={"data": "none", "id": "zstd", "series_id": "zstd",
                                                     "start_ms": "zstd", "end_ms": "zstd", "n": "zstd",
@@ -72,8 +73,8 @@ class ColdTier:
     def read(self, name: str, sids: list[int], start_ms: int, end_ms: int) -> list[ColdRow]:
         filters = [("series_id", "in", sids), ("end_ms", ">=", start_ms), ("start_ms", "<=", end_ms)]
         with self.fs.open(self.path(name), "rb") as source:
-            table = pq.read_table(source, filters=filters, columns=["id", "series_id", "start_ms", "end_ms", "n", "data"])
-        cols = [table.column(c).to_pylist() for c in ("id", "series_id", "start_ms", "end_ms", "n", "data")]
+            table = pq.read_table(source, filters=filters, columns=list(_READ))
+        cols = [table.column(c).to_pylist() for c in _READ]
         return list(zip(*cols))
 
     def remove(self, name: str) -> None:

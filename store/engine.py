@@ -9,7 +9,11 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 
 SqliteSync = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
-SQLITE_AUTOCHECKPOINT_PAGES = 4096  # 16 MiB of WAL between automatic checkpoints (each one syncs)
+# Chunk rows are 0.3-1.5 KB: a 4 KiB page holds two to four and leaves up to a fifth of itself
+# empty (measured: 18 % of the chunk table's bytes); 16 KiB pages leave ~3 %. SQLite applies the
+# page size only to a database that has no tables yet; existing files keep theirs.
+SQLITE_PAGE_SIZE = 16_384
+SQLITE_AUTOCHECKPOINT_PAGES = 1024  # 16 MiB of WAL between automatic checkpoints (each one syncs)
 
 
 def create_store_engine(
@@ -41,6 +45,7 @@ def create_store_engine(
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
+            cur.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")  # before WAL mode, which fixes it
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute(f"PRAGMA synchronous={sqlite_synchronous}")
             cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")

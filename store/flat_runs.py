@@ -53,3 +53,40 @@ class SeriesRuns:
         for sid, a, n in zip(self.run_sids.tolist(), starts_of(self.run_lengths).tolist(), self.run_lengths.tolist()):
             out[sid] = (self.ts[a : a + n], self.values[a : a + n])
         return out
+
+
+def segmented_cumsum(values: Int64Array, lengths: Int64Array) -> Int64Array:
+    """Running sums restarting at every run (runs of ``lengths``, some possibly empty). Sums
+    may wrap in int64 on the way; the per-run differences are still exact (modulo 2**64)."""
+    if not len(values):
+        return values.copy()
+    with np.errstate(over="ignore"):
+        running: Int64Array = np.cumsum(values)
+        out: Int64Array = running - np.repeat(_prefix_before(running, lengths), lengths)
+        return out
+
+
+def segmented_xor(words: np.ndarray, lengths: Int64Array) -> np.ndarray:
+    """Running XORs restarting at every run."""
+    running: np.ndarray = np.bitwise_xor.accumulate(words)
+    out: np.ndarray = running ^ np.repeat(_prefix_before(running, lengths), lengths)
+    return out
+
+
+def _prefix_before(running: np.ndarray, lengths: Int64Array) -> np.ndarray:
+    """The running value just before each run starts (0 for a run at the very start)."""
+    starts = starts_of(lengths)
+    before = np.zeros(len(lengths), running.dtype)
+    inner = starts > 0
+    before[inner] = running[starts[inner] - 1]
+    return before
+
+
+def after_first(starts: Int64Array, lengths: Int64Array) -> Int64Array:
+    """Every index of each run but its first (runs of at least one)."""
+    return spread(starts + 1, lengths - 1)
+
+
+def gather_rows(buf: np.ndarray, at: Int64Array, width: int) -> np.ndarray:
+    """``width`` bytes from each offset, as rows of a contiguous array."""
+    return np.ascontiguousarray(buf[at[:, None] + np.arange(width, dtype=np.int64)])

@@ -16,7 +16,7 @@ from sqlalchemy import text
 
 from store import ManualClock, RangeQuery, Reader, Selector, StoreOptions, TimeSeriesStore
 from store import background as background_module
-from store.engine import create_store_engine
+from store.engine import SQLITE_AUTOCHECKPOINT_PAGES, create_store_engine
 from tests.conftest import T0
 from tests.store.background_support import HOUR, KEYS, MIN, every_sample, opened, scrape, wait_for
 
@@ -217,10 +217,10 @@ def test_on_sqlite_the_wal_file_is_checkpointed_by_the_background_thread_not_by_
     finally:
         store.close()
     with engine.connect() as conn:  # the pooled connections are back to automatic checkpoints
-        assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar_one() == 4096
+        assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar_one() == SQLITE_AUTOCHECKPOINT_PAGES
     raw = engine.raw_connection()
     try:
-        assert autocheckpoint(raw) == 4096
+        assert autocheckpoint(raw) == SQLITE_AUTOCHECKPOINT_PAGES
     finally:
         raw.close()
         engine.dispose()

@@ -1,5 +1,5 @@
-"""Decoding many chunks at once gives, bit for bit, what decoding them one by one gives, and a
-bad chunk is named by its position."""
+"""Decoding many chunks at once gives, bit for bit, what decoding them one by one gives, in
+either encoding and with both mixed in one batch, and a bad chunk is named by its position."""
 
 from __future__ import annotations
 
@@ -11,32 +11,48 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from store.batch_decode import decode_many
-from store.codec import ChunkDecodeError, decode, encode
+from store.codec import ENCODINGS, ChunkDecodeError, decode, encode
+from store.codec_v1 import ENCODING_V1
+from store.codec_v2 import ENCODING_V2, HEAD
 from store.types import STALE_NAN
+from store.varint import decode_varint
 
 _chunk = st.tuples(
-    st.lists(st.integers(min_value=1, max_value=2**33), min_size=1, max_size=120),  # time gaps, any width
+    st.one_of(  # time gaps: any width, or regular (no bytes at all in encoding 2)
+        st.lists(st.integers(min_value=1, max_value=2**33), min_size=1, max_size=120),
+        st.tuples(st.integers(min_value=1, max_value=2**33), st.integers(min_value=1, max_value=120)).map(
+            lambda gap: [gap[0]] * gap[1]),
+    ),
     st.one_of(
         st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=1, max_size=120),
         st.lists(st.integers(min_value=-(2**40), max_value=2**40).map(float), min_size=1, max_size=120),
         st.lists(st.decimals(min_value=-1000, max_value=1000, places=2, allow_nan=False).map(float), min_size=1, max_size=120),
+        # counters: increments that drift, with resets
+        st.lists(st.integers(min_value=0, max_value=2**20), min_size=1, max_size=120).map(
+            lambda steps: np.cumsum(np.asarray(steps, np.float64)).tolist()),
+        # a gauge that rarely moves (a deflated unary stream in encoding 2)
+        st.tuples(st.integers(min_value=0, max_value=5), st.integers(min_value=1, max_value=120)).map(
+            lambda run: [float(run[0])] * run[1] + [float(run[0] + 1)] * 3),
     ),
     st.integers(min_value=0, max_value=2**44),
+    st.sampled_from(ENCODINGS),
 )
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_chunk, min_size=1, max_size=12))
-def test_many_chunks_decode_as_each_alone(chunks: list[tuple[list[int], list[float], int]]) -> None:
-    datas, counts, expected = [], [], []
-    for gaps, values, start in chunks:
+def test_many_chunks_decode_as_each_alone(chunks: list[tuple[list[int], list[float], int, int]]) -> None:
+    datas, counts, encodings, expected = [], [], [], []
+    for gaps, values, start, encoding in chunks:
         n = min(len(gaps), len(values))
         ts = start + np.cumsum(np.asarray(gaps[:n], np.int64))
         vals = np.asarray(values[:n], np.float64)
-        datas.append(encode(ts, vals))
+        datas.append(encode(ts, vals, encoding=encoding))
         counts.append(n)
-        expected.append(decode(datas[-1], n))
-    got = decode_many(datas, counts)
+        encodings.append(encoding)
+        expected.append(decode(datas[-1], n, encoding))
+        assert np.array_equal(expected[-1][1].view(np.uint64), vals.view(np.uint64))
+    got = decode_many(datas, counts, encodings)
     assert got.counts.tolist() == counts
     for c, (ts, vals) in enumerate(expected):
         a, n = int(got.starts[c]), counts[c]
@@ -44,20 +60,36 @@ def test_many_chunks_decode_as_each_alone(chunks: list[tuple[list[int], list[flo
         assert np.array_equal(got.values[a : a + n].view(np.uint64), vals.view(np.uint64))
 
 
-def test_markers_negative_zero_and_single_samples_survive() -> None:
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_markers_negative_zero_and_single_samples_survive(encoding: int) -> None:
     cases = [
         (np.asarray([5], np.int64), np.asarray([-0.0])),
         (np.asarray([1, 2, 4], np.int64), np.asarray([1.0, STALE_NAN, 3.0])),
         (np.asarray([10, 20], np.int64), np.asarray([2.5, 2.75])),
+        (np.asarray([1, 2, 3, 4], np.int64), np.asarray([10.0, 20.0, 31.0, 5.0])),  # a counter reset
     ]
-    got = decode_many([encode(t, v) for t, v in cases], [len(t) for t, _ in cases])
+    blobs = [encode(t, v, encoding=encoding) for t, v in cases]
+    got = decode_many(blobs, [len(t) for t, _ in cases], [encoding] * len(cases))
     assert np.array_equal(got.values.view(np.uint64), np.concatenate([v for _, v in cases]).view(np.uint64))
-    assert got.ts.tolist() == [5, 1, 2, 4, 10, 20]
+    assert got.ts.tolist() == [5, 1, 2, 4, 10, 20, 1, 2, 3, 4]
 
 
 def test_an_empty_batch_is_empty() -> None:
-    got = decode_many([], [])
+    got = decode_many([], [], [])
     assert len(got.ts) == 0 and len(got.counts) == 0
+
+
+def test_an_unknown_encoding_is_named() -> None:
+    blob = encode(np.arange(3, dtype=np.int64), np.ones(3))
+    with pytest.raises(ChunkDecodeError, match="chunk 1: unknown chunk encoding 7"):
+        decode_many([blob, blob], [3, 3], [ENCODING_V2, 7])
+
+
+N = 400
+
+
+def _ts() -> np.ndarray:
+    return 1_000 + np.arange(N, dtype=np.int64) * 15_000
 
 
 @pytest.mark.parametrize("spoil, words", [
@@ -67,11 +99,59 @@ def test_an_empty_batch_is_empty() -> None:
     (lambda good: _recompress(_raw(good)[:1] + bytes([3]) + _raw(good)[2:]), "chunk 1: bad integer width"),
     (lambda good: _recompress(_raw(good)[:5]), "chunk 1: header is truncated"),
 ])
-def test_a_bad_chunk_is_named_by_its_position(spoil: object, words: str) -> None:
-    ts = 1_000 + np.arange(50, dtype=np.int64) * 15_000
-    good = encode(ts, np.arange(50, dtype=np.float64))
+def test_a_bad_encoding_1_chunk_is_named_by_its_position(spoil: object, words: str) -> None:
+    good = encode(_ts(), np.arange(N, dtype=np.float64), encoding=ENCODING_V1)
     with pytest.raises(ChunkDecodeError, match=words):
-        decode_many([good, spoil(good), good], [50, 50, 50])  # type: ignore[operator]
+        decode_many([good, spoil(good), good], [N] * 3, [ENCODING_V1] * 3)  # type: ignore[operator]
+
+
+def _power() -> np.ndarray:
+    return np.round(300 + np.cumsum(np.random.default_rng(5).normal(0, 4, N)), 3)
+
+
+def _floats() -> np.ndarray:
+    return np.random.default_rng(5).random(N)  # the XOR mode: deflated byte planes
+
+
+def _idle() -> np.ndarray:
+    return np.repeat([3.0, 4.0], N // 2)  # one step: a zero-k unary stream, deflated
+
+
+def _planes_at(blob: bytes) -> int:
+    """Where an XOR chunk's deflated planes begin (its last varint field is their size)."""
+    at = HEAD.size
+    for _ in range(3):
+        size, at = decode_varint(blob, at)
+    return len(blob) - size
+
+
+@pytest.mark.parametrize("values, spoil, words", [
+    (_power, lambda good: good[:5], "chunk 1: header is truncated"),
+    (_power, lambda good: good[:HEAD.size + 1], "chunk 1: header is truncated"),
+    (_power, lambda good: bytes([9]) + good[1:], "chunk 1: unknown chunk version"),
+    (_power, lambda good: good[:1] + bytes([good[1] | 0xC0]) + good[2:], "chunk 1: bad chunk header"),
+    (_power, lambda good: good[:-12], "chunk 1: chunk is truncated"),
+    (_power, lambda good: good + b"\x00\x01", "chunk 1: chunk has bytes past its samples"),
+    (_floats, lambda good: good[:_planes_at(good)] + b"\x07" + good[_planes_at(good) + 1 :], "chunk 1 does not decompress"),
+    (_floats, lambda good: good[:-3], "chunk 1"),
+    (_idle, lambda good: good[:-3] + b"\xff\xff\xff", "chunk 1"),
+])
+def test_a_bad_encoding_2_chunk_is_named_by_its_position(values: object, spoil: object, words: str) -> None:
+    good = encode(_ts(), values())  # type: ignore[operator]
+    assert np.array_equal(decode(good, N)[1], values())  # type: ignore[operator]
+    bad = spoil(good)  # type: ignore[operator]
+    with pytest.raises(ChunkDecodeError, match=words):
+        decode_many([good, bad, good], [N] * 3, [ENCODING_V2] * 3)
+    with pytest.raises(ChunkDecodeError):
+        decode(bad, N)
+
+
+def test_encoding_2_uses_each_form() -> None:
+    """The chunks above exercise what they claim: Rice with raw unary, XOR planes, deflated unary."""
+    flags = {name: encode(_ts(), make())[1] for name, make in (("power", _power), ("floats", _floats), ("idle", _idle))}
+    assert flags["power"] & 1 == 0 and flags["power"] >> 4 & 3 == 0  # INT, raw unary
+    assert flags["floats"] & 1 == 1  # XOR
+    assert flags["idle"] >> 4 & 3 == 1 and flags["idle"] >> 2 & 3 == 2  # deflated unary; regular timestamps: zero
 
 
 def _raw(data: bytes) -> bytes:

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.codec import ChunkDecodeError, decode, encode, encode_segments
+from store.codec import ENCODING, ENCODINGS, ChunkDecodeError, decode, encode, encode_segments
+from store.codec_v1 import ENCODING_V1
 from store.types import STALE_NAN
 from store.wal import WalDecodeError, decode_wal, encode_wal
 
@@ -21,33 +22,64 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     st.lists(st.integers(min_value=1, max_value=10**7), min_size=1, max_size=300),
     st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=1, max_size=300),
     st.integers(min_value=0, max_value=2**45),
+    st.sampled_from(ENCODINGS),
 )
-def test_any_samples_round_trip_bit_exact(gaps: list[int], values: list[float], start: int) -> None:
+def test_any_samples_round_trip_bit_exact(gaps: list[int], values: list[float], start: int, encoding: int) -> None:
     n = min(len(gaps), len(values))
     ts = start + np.cumsum(np.asarray(gaps[:n], dtype=np.int64))
     vals = np.asarray(values[:n], dtype=np.float64)
-    out_ts, out_vals = decode(encode(ts, vals), n)
+    out_ts, out_vals = decode(encode(ts, vals, encoding=encoding), n, encoding)
     assert np.array_equal(out_ts, ts)
     assert _same_bits(out_vals, vals)
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.decimals(min_value=-10**6, max_value=10**6, places=3, allow_nan=False), min_size=1, max_size=200))
-def test_short_decimals_take_the_integer_path_and_round_trip(values: list[object]) -> None:
+@given(st.lists(st.decimals(min_value=-10**6, max_value=10**6, places=3, allow_nan=False), min_size=1, max_size=200),
+       st.sampled_from(ENCODINGS))
+def test_short_decimals_take_the_integer_path_and_round_trip(values: list[object], encoding: int) -> None:
     vals = np.asarray([float(v) for v in values], dtype=np.float64)  # type: ignore[arg-type]
     ts = 1_800_000_000_000 + np.arange(len(vals), dtype=np.int64) * 15_000
+    out_ts, out_vals = decode(encode(ts, vals, encoding=encoding), len(vals), encoding)
+    assert _same_bits(out_vals, vals) and np.array_equal(out_ts, ts)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(min_value=-(2**51), max_value=2**51), min_size=1, max_size=200))
+def test_extreme_integers_round_trip(values: list[int]) -> None:
+    """Second differences of integers near 2**52 are near 2**54: the zigzag and the split into
+    high and low bytes must keep every bit."""
+    vals = np.asarray(values, dtype=np.float64)
+    ts = np.arange(len(vals), dtype=np.int64) * 1000
     out_ts, out_vals = decode(encode(ts, vals), len(vals))
     assert _same_bits(out_vals, vals) and np.array_equal(out_ts, ts)
 
 
-def test_realistic_gpu_series_compress_well() -> None:
+def _gpu_series(n: int = 480) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """A scrape's jittered timestamps and dcgm-exporter-shaped series: integer %, W with mW
+    resolution, an energy counter in mJ that starts far from zero."""
     rng = np.random.default_rng(3)
-    n = 480
     ts = 1_800_000_000_000 + np.arange(n, dtype=np.int64) * 15_000 + rng.integers(-5, 5, n)
-    util = np.clip(50 + rng.integers(-3, 4, n).cumsum(), 0, 100).astype(np.float64)
-    power = np.round(300 + rng.normal(0, 1, n).cumsum(), 3)
-    assert len(encode(ts, util)) / n < 2.0
-    assert len(encode(ts, power)) / n < 4.0
+    watts = 300 + rng.normal(0, 4, n).cumsum()
+    return {
+        "util": (ts, np.clip(50 + rng.integers(-3, 4, n).cumsum(), 0, 100).astype(np.float64)),
+        "power": (ts, np.round(watts, 3)),
+        "energy": (ts, 7_300_000_000_000.0 + np.cumsum(np.round(watts * 15_000))),
+    }
+
+
+def test_realistic_gpu_series_compress_well() -> None:
+    for name, (ts, vals) in _gpu_series().items():
+        assert len(encode(ts, vals)) / len(vals) < {"util": 1.75, "power": 3.1, "energy": 3.6}[name], name
+
+
+def test_encoding_2_is_smaller_than_encoding_1_where_it_counts() -> None:
+    """The split of noise bytes from the residuals (power) and second differences (counters)."""
+    series = _gpu_series()
+    for name in ("power", "energy"):
+        ts, vals = series[name]
+        now, before = len(encode(ts, vals)), len(encode(ts, vals, encoding=ENCODING_V1))
+        assert now < {"power": 0.95, "energy": 0.8}[name] * before, (name, now, before)
+        assert np.array_equal(decode(encode(ts, vals), len(vals), ENCODING)[1], vals)
 
 
 def test_segments_encode_like_single_chunks() -> None:
@@ -63,12 +95,17 @@ def test_segments_encode_like_single_chunks() -> None:
         assert np.array_equal(out_ts, pts) and _same_bits(out_vals, pvals)
 
 
-def test_corrupt_chunks_and_wal_rows_raise_typed_errors() -> None:
-    blob = encode(np.arange(10, dtype=np.int64), np.arange(10, dtype=np.float64))
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_corrupt_chunks_and_wal_rows_raise_typed_errors(encoding: int) -> None:
+    # noisy values: a regular series (zero residuals) codes no bytes per sample, so any count decodes
+    noisy = np.random.default_rng(2).integers(0, 1000, 10).astype(np.float64)
+    blob = encode(np.arange(10, dtype=np.int64), noisy, encoding=encoding)
     with pytest.raises(ChunkDecodeError):
-        decode(b"garbage", 10)
+        decode(b"garbage", 10, encoding)
     with pytest.raises(ChunkDecodeError, match="truncated"):
-        decode(blob, 1000)
+        decode(blob, 1000, encoding)
+    with pytest.raises(ChunkDecodeError, match="unknown chunk encoding 9"):
+        decode(blob, 10, 9)
     payload = encode_wal(np.arange(3, dtype=np.int64), np.arange(3, dtype=np.int64), np.ones(3))
     sid, ts, val = decode_wal(payload)
     assert sid.tolist() == [0, 1, 2] and val.tolist() == [1.0, 1.0, 1.0]

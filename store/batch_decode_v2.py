@@ -1,0 +1,161 @@
+"""Many encoding-2 chunks (:mod:`store.codec_v2`) decoded together (see :mod:`store.batch_decode`).
+
+Fixed header fields are gathered for every chunk at once and the varints one field at a time
+for every chunk; the Rice-coded streams of all chunks are decoded together
+(:func:`store.rice.decode_unary`, :func:`store.rice.decode_lows`). Python touches a chunk only
+to inflate a deflated part (XOR planes, or a rarely moving stream's unary part).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from store.batch_parts import fail_where, inflate_each, joined
+from store.codec_v2 import DEFLATED, ENCODING_V2, HEAD, MODE_INT, RAW, ZERO, unzigzag
+from store.flat_runs import after_first, gather_rows, segmented_cumsum, segmented_xor, spread, starts_of
+from store.rice import MAX_K, decode_lows, decode_unary, lows_sizes
+from store.types import Float64Array, Int64Array
+from store.varint import decode_varints_at
+
+
+def decode_v2_many(datas: Sequence[bytes], n: Int64Array, positions: Int64Array) -> tuple[Int64Array, Float64Array]:
+    blobs, at, sizes = joined(datas)
+    end = at + sizes
+    fail_where([(sizes < HEAD.size, "header is truncated")], positions)
+    version, flags, ts_k, val_k = (blobs[at + k].astype(np.int64) for k in range(4))
+    decimals = blobs[at + 4].view(np.int8).astype(np.int64)
+    first_ts = gather_rows(blobs, at + 5, 8).view("<i8").ravel()
+    mode, order = flags & 1, 1 + (flags >> 1 & 1)
+    ts_form, val_form = flags >> 2 & 3, flags >> 4 & 3
+    is_int = mode == MODE_INT
+    fail_where([
+        (version != ENCODING_V2, "unknown chunk version"),
+        ((flags >> 6 != 0) | (ts_form > ZERO) | (val_form > ZERO) | (~is_int & ((order != 1) | (val_form != RAW) | (val_k != 0)))
+         | ((order == 2) & (n < 3)) | (ts_k > MAX_K) | (val_k > MAX_K), "bad chunk header"),
+    ], positions)
+    fields, pos = [], at + HEAD.size
+    for field in range(5):
+        value, after, bad = decode_varints_at(blobs, pos)
+        present = np.ones(len(n), bool) if field < 3 else (is_int if field == 3 else order == 2)
+        bad = bad[present[bad]]
+        broken = np.zeros(len(n), bool)
+        broken[bad] = True
+        fail_where([(broken | (present & (after > end)), "header is truncated")], positions)
+        fields.append(value)
+        pos = np.where(present, after, pos)
+    first_gap, ts_size, val_size = unzigzag(fields[0]), fields[1].astype(np.int64), fields[2].astype(np.int64)
+
+    ts_counts = np.maximum(n - 2, 0)
+    ts_res, pos = _streams(datas, blobs, at, end, pos, ts_form, ts_k, ts_size, ts_counts, positions)
+    gaps = np.empty(int((n - 1).sum()), np.int64)
+    gap_at = starts_of(n - 1)
+    has_gap = n > 1
+    gaps[gap_at[has_gap]] = first_gap[has_gap]
+    gaps[spread(gap_at[has_gap] + 1, ts_counts[has_gap])] = (
+        np.repeat(first_gap[has_gap], ts_counts[has_gap]) + segmented_cumsum(unzigzag(ts_res), ts_counts[has_gap]))
+    ts = _integrate(first_ts, gaps, n)
+
+    values = np.empty(len(ts), np.float64)
+    out_starts = starts_of(n)
+    ints = np.flatnonzero(is_int)
+    if len(ints):
+        m, o = n[ints], order[ints]
+        residual, pos[ints] = _streams([datas[i] for i in ints.tolist()], blobs, at[ints], end[ints], pos[ints],
+                                       val_form[ints], val_k[ints], val_size[ints], m - o, positions[ints])
+        whole = _integrate(unzigzag(fields[3][ints]), _deltas(unzigzag(fields[4][ints]), o, m, unzigzag(residual)), m)
+        # the same float operation as the per-chunk decoder: int64 -> float64, then / 10**k
+        scale = np.repeat(10.0 ** decimals[ints].astype(np.float64), m)
+        values[spread(out_starts[ints], m)] = whole.astype(np.float64) / scale
+    xors = np.flatnonzero(~is_int)
+    if len(xors):
+        m = n[xors]
+        fail_where([((pos + val_size > end) & ~is_int, "chunk is truncated")], positions)
+        planes = [memoryview(datas[i])[int(pos[i] - at[i]) : int(pos[i] - at[i] + val_size[i])] for i in xors.tolist()]
+        buf, plane_at, plane_size = joined(inflate_each(planes, positions[xors]))
+        wrong = np.zeros(len(n), bool)
+        wrong[xors] = plane_size != 8 * m
+        fail_where([(wrong, "chunk is truncated or corrupt (its value planes do not count its samples)")], positions)
+        words = _planes_to_words(buf, plane_at, m)
+        values[spread(out_starts[xors], m)] = segmented_xor(words, m).view(np.float64)
+        pos[xors] += val_size[xors]
+    fail_where([(pos != end, "chunk has bytes past its samples")], positions)
+    return ts, values
+
+
+def _planes_to_words(buf: np.ndarray, plane_at: Int64Array, m: Int64Array) -> np.ndarray:
+    """Chunks' words from their 8 byte planes (chunk c's plane p: ``m[c]`` bytes from
+    ``plane_at[c] + p * m[c]``), the chunks' words back to back."""
+    words = np.empty((int(m.sum()), 8), np.uint8)
+    for p in range(8):
+        words[:, p] = buf[spread(plane_at + p * m, m)]
+    return words.view("<u8").ravel()
+
+
+def _streams(datas: Sequence[bytes], blobs: np.ndarray, at: Int64Array, end: Int64Array, pos: Int64Array,
+             form: Int64Array, k: Int64Array, size: Int64Array, counts: Int64Array,
+             positions: Int64Array) -> tuple[np.ndarray, Int64Array]:
+    """One Rice-coded stream of every chunk, from ``pos`` in ``blobs``: (residuals, runs
+    joined; offsets after each stream)."""
+    zero = form == ZERO
+    if zero.all():
+        fail_where([((size != 0) | (k != 0), "bad chunk header (a zero stream with bytes)")], positions)
+        return np.zeros(int(counts.sum()), np.uint64), pos
+    fail_where([
+        (zero & ((size != 0) | (k != 0)), "bad chunk header (a zero stream with bytes)"),
+        (~zero & (pos + size > end), "chunk is truncated"),
+    ], positions)
+    deflated = np.flatnonzero(form == DEFLATED)
+    raw_runs = np.flatnonzero(form == RAW)
+    inflated = inflate_each([memoryview(datas[i])[int(pos[i] - at[i]) : int(pos[i] - at[i] + size[i])]
+                             for i in deflated.tolist()], positions[deflated])
+    # one buffer of every coded unary part: the raw ones cut from the blobs, then the inflated
+    unary_size = np.zeros(len(counts), np.int64)
+    unary_size[raw_runs] = size[raw_runs]
+    unary_size[deflated] = [len(u) for u in inflated]
+    unary_at = starts_of(unary_size)
+    raw_bytes = blobs[spread(pos[raw_runs], size[raw_runs])]
+    unary = np.empty(int(unary_size.sum()), np.uint8)
+    unary[spread(unary_at[raw_runs], size[raw_runs])] = raw_bytes
+    if len(deflated):
+        unary[spread(unary_at[deflated], unary_size[deflated])] = np.frombuffer(b"".join(inflated), np.uint8)
+    coded = np.where(zero, 0, counts)
+    quotient, bad = decode_unary(unary, unary_at, unary_size, coded)
+    broken = np.zeros(len(counts), bool)
+    broken[bad] = True
+    fail_where([(broken, "chunk is truncated or corrupt (its unary codes do not count its samples)")], positions)
+    full = np.zeros(int(counts.sum()), np.int64)
+    full[spread(starts_of(counts)[~zero], counts[~zero])] = quotient
+    lows_at = pos + np.where(zero, 0, size)
+    need = lows_sizes(full, counts, k)
+    fail_where([(lows_at + need > end, "chunk is truncated")], positions)
+    return decode_lows(blobs, lows_at, counts, k, full), lows_at + need
+
+
+def _deltas(first_delta: Int64Array, order: Int64Array, m: Int64Array, residual: Int64Array) -> Int64Array:
+    """Each chunk's (m - 1) differences of its scaled integers: the residuals themselves at
+    order 1; at order 2 the stored first difference, then it plus the residuals' running sum."""
+    r = m - order
+    deltas = np.empty(int((m - 1).sum()), np.int64)
+    delta_at, residual_at = starts_of(m - 1), starts_of(r)
+    first = np.flatnonzero(order == 1)
+    deltas[spread(delta_at[first], r[first])] = residual[spread(residual_at[first], r[first])]
+    second = np.flatnonzero(order == 2)
+    if len(second):
+        r2 = r[second]
+        deltas[delta_at[second]] = first_delta[second]
+        running = segmented_cumsum(residual[spread(residual_at[second], r2)], r2)
+        with np.errstate(over="ignore"):
+            deltas[spread(delta_at[second] + 1, r2)] = np.repeat(first_delta[second], r2) + running
+    return deltas
+
+
+def _integrate(first: Int64Array, deltas: Int64Array, n: Int64Array) -> Int64Array:
+    """Each run's first value, then it plus the running sum of its (n - 1) deltas."""
+    out = np.empty(int(n.sum()), np.int64)
+    starts = starts_of(n)
+    out[starts] = first
+    with np.errstate(over="ignore"):
+        out[after_first(starts, n)] = np.repeat(first, n - 1) + segmented_cumsum(deltas, n - 1)
+    return out

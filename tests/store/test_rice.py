@@ -1,0 +1,116 @@
+"""Rice coding of many runs at once and LEB128 varints: exact round trips at the edges (empty
+runs, zeros, 64-bit values, outliers that escape), and a parameter close to the best one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from store.rice import ESCAPE, bit_lengths, choose_k, decode_lows, decode_unary, encode_runs, lows_sizes
+from store.varint import (
+    VarintError,
+    decode_varint,
+    decode_varints_at,
+    encode_varints,
+    unzigzag_int,
+    zigzag_int,
+)
+
+_run = st.one_of(
+    st.lists(st.integers(min_value=0, max_value=2**64 - 1), max_size=40),
+    st.lists(st.integers(min_value=0, max_value=300), max_size=40),
+    st.lists(st.just(0), max_size=40),
+)
+
+
+def _round_trip(runs: list[list[int]]) -> None:
+    counts = np.asarray([len(r) for r in runs], np.int64)
+    z = np.asarray([v for r in runs for v in r], np.uint64)
+    k = choose_k(z, counts)
+    unary, lows = encode_runs(z, counts, k)
+    quotient, bad = decode_unary(unary.data, unary.at, unary.size, counts)
+    assert len(bad) == 0
+    assert np.array_equal(lows_sizes(quotient, counts, k), lows.size)
+    assert np.array_equal(decode_lows(lows.data, lows.at, counts, k, quotient), z)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_run, min_size=1, max_size=8))
+def test_runs_round_trip_bit_exact(runs: list[list[int]]) -> None:
+    _round_trip(runs)
+
+
+def test_an_outlier_escapes_instead_of_a_unary_code_as_long_as_itself() -> None:
+    rng = np.random.default_rng(4)
+    small = rng.integers(0, 16, 480).astype(np.uint64)
+    spiked = small.copy()
+    spiked[100] = np.uint64(2**50)  # a counter reset, as a second difference
+    counts = np.asarray([480], np.int64)
+    sizes = []
+    for z in (small, spiked):
+        k = choose_k(z, counts)
+        unary, lows = encode_runs(z, counts, k)
+        sizes.append(int(unary.size[0] + lows.size[0]))
+        _round_trip([z.tolist()])
+    assert int(choose_k(spiked, counts)[0]) <= 4  # the outlier does not drag k up
+    assert sizes[1] - sizes[0] <= (ESCAPE + 1 + 64) // 8 + 2
+
+
+def test_the_chosen_k_is_within_a_percent_of_the_best() -> None:
+    rng = np.random.default_rng(8)
+    runs = [
+        np.abs(rng.normal(0, 4000, 480)).astype(np.uint64),  # noisy power in mW
+        np.where(rng.random(480) < 0.6, 0, rng.integers(0, 2**12, 480)).astype(np.uint64),  # at a floor, then off it
+        rng.integers(0, 13, 480).astype(np.uint64),  # utilisation steps
+        rng.geometric(0.01, 480).astype(np.uint64),
+    ]
+    for z in runs:
+        counts = np.asarray([len(z)], np.int64)
+        costs = {k: _bits(z, k) for k in range(0, 40)}
+        chosen = int(choose_k(z, counts)[0])
+        assert costs[chosen] <= 1.01 * min(costs.values()), (chosen, min(costs, key=costs.__getitem__))
+
+
+def _bits(z: np.ndarray, k: int) -> int:
+    quotient = (z >> np.uint64(k)).astype(np.int64)
+    return int(np.where(quotient >= ESCAPE, ESCAPE + 65, quotient + 1 + k).sum())
+
+
+def test_bit_lengths() -> None:
+    z = np.asarray([0, 1, 2, 3, 4, 255, 256, 2**40, 2**63, 2**64 - 1], np.uint64)
+    assert bit_lengths(z).tolist() == [0, 1, 2, 2, 3, 8, 9, 41, 64, 64]
+
+
+def test_a_corrupt_unary_part_is_reported_by_run() -> None:
+    z = np.arange(20, dtype=np.uint64)
+    counts = np.asarray([10, 10], np.int64)
+    k = choose_k(z, counts)
+    unary, _ = encode_runs(z, counts, k)
+    spoiled = unary.data.copy()
+    spoiled[unary.at[1]] = 0  # codes of the second run lost
+    _, bad = decode_unary(spoiled, unary.at, unary.size, counts)
+    assert bad.tolist() == [1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), min_size=1, max_size=20))
+def test_varints_round_trip_one_by_one_and_many_at_once(values: list[int]) -> None:
+    data = encode_varints([zigzag_int(v) for v in values])
+    at, got, offsets = 0, [], []
+    for _ in values:
+        offsets.append(at)
+        value, at = decode_varint(data, at)
+        got.append(unzigzag_int(value))
+    assert got == values and at == len(data)
+    many, after, bad = decode_varints_at(np.frombuffer(data, np.uint8), np.asarray(offsets, np.int64))
+    assert [unzigzag_int(int(v)) for v in many] == values and len(bad) == 0 and int(after[-1]) == len(data)
+
+
+def test_a_varint_past_its_buffer_is_an_error() -> None:
+    data = encode_varints([300])[:1]
+    with pytest.raises(VarintError):
+        decode_varint(data, 0)
+    _, _, bad = decode_varints_at(np.frombuffer(data, np.uint8), np.zeros(1, np.int64))
+    assert bad.tolist() == [0]

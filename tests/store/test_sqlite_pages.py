@@ -1,0 +1,56 @@
+"""A new SQLite store gets 16 KiB pages (chunk rows pack tighter); a store created with 4 KiB
+pages keeps them and goes on working."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import text
+
+from infermeter import db
+from store import ManualClock, Reader, SampleBatch, Selector, SeriesKey, StoreOptions, TimeSeriesStore
+from store.engine import SQLITE_PAGE_SIZE, create_store_engine
+from tests.conftest import T0
+
+KEY = SeriesKey.of("gpu_power_watts", gpu="0")
+
+
+def page_size(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("PRAGMA page_size").fetchone()[0])
+
+
+def round_trip(path: Path) -> list[float]:
+    engine = create_store_engine(f"sqlite:///{path}")
+    db.upgrade(engine)
+    store = TimeSeriesStore(engine, ManualClock(T0), StoreOptions())
+    store.open()
+    try:
+        ts = T0 + np.arange(20, dtype=np.int64) * 15_000
+        store.append(SampleBatch([KEY], np.zeros(20, np.int64), ts, np.arange(20, dtype=np.float64)))
+        store.checkpoint(force=True)
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT COUNT(*) FROM chunks")).scalar_one() == 1
+        (series,) = Reader(store).raw(Selector("gpu_power_watts"), 0, 2**62)
+        return series.values.tolist()
+    finally:
+        store.close()
+        engine.dispose()
+
+
+def test_a_new_store_has_16_kib_pages(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    assert round_trip(path) == list(range(20))
+    assert page_size(path) == SQLITE_PAGE_SIZE == 16_384
+
+
+def test_an_existing_4_kib_store_keeps_its_pages_and_works(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA page_size=4096")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE earlier (x INTEGER)")  # a database with a table: its page size is fixed
+    assert round_trip(path) == list(range(20))
+    assert page_size(path) == 4096

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from store.batch_parts import fail_where, inflate_each, joined
-from store.codec_v2 import DEFLATED, ENCODING_V2, HEAD, MODE_INT, RAW, ZERO, unzigzag
+from store.codec_v2 import ENCODING_V2, HEAD, MODE_INT, unzigzag
 from store.flat_runs import after_first, gather_rows, segmented_cumsum, segmented_xor, spread, starts_of
-from store.rice import MAX_K, decode_lows, decode_unary, lows_sizes
+from store.residual_streams import DEFLATED, RAW, SPARSE, ZERO
+from store.rice import MAX_K, decode_lows, decode_unary, lows_sizes, run_int_sums
 from store.types import Float64Array, Int64Array
 from store.varint import decode_varints_at
 
@@ -32,13 +33,13 @@ def decode_v2_many(datas: Sequence[bytes], n: Int64Array, positions: Int64Array)
     is_int = mode == MODE_INT
     fail_where([
         (version != ENCODING_V2, "unknown chunk version"),
-        ((flags >> 6 != 0) | (ts_form > ZERO) | (val_form > ZERO) | (~is_int & ((order != 1) | (val_form != RAW) | (val_k != 0)))
-         | ((order == 2) & (n < 3)) | (ts_k > MAX_K) | (val_k > MAX_K), "bad chunk header"),
+        ((flags >> 6 != 0) | (~is_int & ((val_form != RAW) | (val_k != 0)))
+         | (is_int & (order == 2) & (n < 3)) | (ts_k > MAX_K) | (val_k > MAX_K), "bad chunk header"),
     ], positions)
     fields, pos = [], at + HEAD.size
     for field in range(5):
         value, after, bad = decode_varints_at(blobs, pos)
-        present = np.ones(len(n), bool) if field < 3 else (is_int if field == 3 else order == 2)
+        present = np.ones(len(n), bool) if field < 3 else (is_int if field == 3 else is_int & (order == 2))
         bad = bad[present[bad]]
         broken = np.zeros(len(n), bool)
         broken[bad] = True
@@ -77,60 +78,96 @@ def decode_v2_many(datas: Sequence[bytes], n: Int64Array, positions: Int64Array)
         wrong = np.zeros(len(n), bool)
         wrong[xors] = plane_size != 8 * m
         fail_where([(wrong, "chunk is truncated or corrupt (its value planes do not count its samples)")], positions)
-        words = _planes_to_words(buf, plane_at, m)
+        # mode XOR's order bit: whole words rather than planes
+        words = _planes_to_words(buf, plane_at, m, order[xors] == 2)
         values[spread(out_starts[xors], m)] = segmented_xor(words, m).view(np.float64)
         pos[xors] += val_size[xors]
     fail_where([(pos != end, "chunk has bytes past its samples")], positions)
     return ts, values
 
 
-def _planes_to_words(buf: np.ndarray, plane_at: Int64Array, m: Int64Array) -> np.ndarray:
+def _planes_to_words(buf: np.ndarray, plane_at: Int64Array, m: Int64Array, whole: np.ndarray) -> np.ndarray:
     """Chunks' words from their 8 byte planes (chunk c's plane p: ``m[c]`` bytes from
-    ``plane_at[c] + p * m[c]``), the chunks' words back to back."""
+    ``plane_at[c] + p * m[c]``), or from whole words where ``whole``; the chunks' words back to back."""
     words = np.empty((int(m.sum()), 8), np.uint8)
+    word_at = starts_of(m)
+    planar = np.flatnonzero(~whole)
+    rows = spread(word_at[planar], m[planar])
     for p in range(8):
-        words[:, p] = buf[spread(plane_at + p * m, m)]
+        words[rows, p] = buf[spread(plane_at[planar] + p * m[planar], m[planar])]
+    flat = np.flatnonzero(whole)
+    if len(flat):
+        words[spread(word_at[flat], m[flat])] = buf[spread(plane_at[flat], 8 * m[flat])].reshape(-1, 8)
     return words.view("<u8").ravel()
 
 
 def _streams(datas: Sequence[bytes], blobs: np.ndarray, at: Int64Array, end: Int64Array, pos: Int64Array,
              form: Int64Array, k: Int64Array, size: Int64Array, counts: Int64Array,
              positions: Int64Array) -> tuple[np.ndarray, Int64Array]:
-    """One Rice-coded stream of every chunk, from ``pos`` in ``blobs``: (residuals, runs
-    joined; offsets after each stream)."""
+    """One residual stream of every chunk (:mod:`store.residual_streams`), from ``pos`` in
+    ``blobs``: (residuals, runs joined; offsets after each stream)."""
     zero = form == ZERO
+    fail_where([(zero & ((size != 0) | (k != 0)), "bad chunk header (a zero stream with bytes)")], positions)
     if zero.all():
-        fail_where([((size != 0) | (k != 0), "bad chunk header (a zero stream with bytes)")], positions)
         return np.zeros(int(counts.sum()), np.uint64), pos
-    fail_where([
-        (zero & ((size != 0) | (k != 0)), "bad chunk header (a zero stream with bytes)"),
-        (~zero & (pos + size > end), "chunk is truncated"),
-    ], positions)
+    unary_pos = pos.copy()  # where each stream's unary part starts
+    coded = np.where(zero, 0, counts)  # residuals Rice-coded in each stream
+    sparse = np.flatnonzero(form == SPARSE)
+    flags = np.zeros(0, bool)
+    if len(sparse):
+        flags, unary_pos[sparse], coded[sparse] = _bitmaps(
+            [datas[i] for i in sparse.tolist()], blobs, at[sparse], end[sparse], pos[sparse], counts[sparse],
+            positions[sparse])
+    fail_where([(~zero & (unary_pos + size > end), "chunk is truncated")], positions)
     deflated = np.flatnonzero(form == DEFLATED)
-    raw_runs = np.flatnonzero(form == RAW)
+    stored = np.flatnonzero((form == RAW) | (form == SPARSE))
     inflated = inflate_each([memoryview(datas[i])[int(pos[i] - at[i]) : int(pos[i] - at[i] + size[i])]
                              for i in deflated.tolist()], positions[deflated])
-    # one buffer of every coded unary part: the raw ones cut from the blobs, then the inflated
+    # one buffer of every coded unary part: the stored ones cut from the blobs, then the inflated
     unary_size = np.zeros(len(counts), np.int64)
-    unary_size[raw_runs] = size[raw_runs]
+    unary_size[stored] = size[stored]
     unary_size[deflated] = [len(u) for u in inflated]
     unary_at = starts_of(unary_size)
-    raw_bytes = blobs[spread(pos[raw_runs], size[raw_runs])]
     unary = np.empty(int(unary_size.sum()), np.uint8)
-    unary[spread(unary_at[raw_runs], size[raw_runs])] = raw_bytes
+    unary[spread(unary_at[stored], size[stored])] = blobs[spread(unary_pos[stored], size[stored])]
     if len(deflated):
         unary[spread(unary_at[deflated], unary_size[deflated])] = np.frombuffer(b"".join(inflated), np.uint8)
-    coded = np.where(zero, 0, counts)
     quotient, bad = decode_unary(unary, unary_at, unary_size, coded)
     broken = np.zeros(len(counts), bool)
     broken[bad] = True
     fail_where([(broken, "chunk is truncated or corrupt (its unary codes do not count its samples)")], positions)
-    full = np.zeros(int(counts.sum()), np.int64)
-    full[spread(starts_of(counts)[~zero], counts[~zero])] = quotient
-    lows_at = pos + np.where(zero, 0, size)
-    need = lows_sizes(full, counts, k)
+    lows_at = unary_pos + np.where(zero, 0, size)
+    need = lows_sizes(quotient, coded, k)
     fail_where([(lows_at + need > end, "chunk is truncated")], positions)
-    return decode_lows(blobs, lows_at, counts, k, full), lows_at + need
+    values = decode_lows(blobs, lows_at, coded, k, quotient)
+    out = np.zeros(int(counts.sum()), np.uint64)
+    whole = np.flatnonzero(~zero & (form != SPARSE))
+    out_at, value_at = starts_of(counts), starts_of(coded)
+    out[spread(out_at[whole], counts[whole])] = values[spread(value_at[whole], coded[whole])]
+    if len(sparse):
+        out[spread(out_at[sparse], counts[sparse])[flags]] = values[spread(value_at[sparse], coded[sparse])] + np.uint64(1)
+    return out, lows_at + need
+
+
+def _bitmaps(datas: Sequence[bytes], blobs: np.ndarray, at: Int64Array, end: Int64Array, pos: Int64Array,
+             counts: Int64Array, positions: Int64Array) -> tuple[np.ndarray, Int64Array, Int64Array]:
+    """SPARSE streams' bitmaps of nonzero residuals: (flags, runs joined; where each stream's
+    unary part starts; nonzero residuals per stream)."""
+    length, after, bad = decode_varints_at(blobs, pos)
+    broken = np.zeros(len(pos), bool)
+    broken[bad] = True
+    length = length.astype(np.int64)
+    fail_where([(broken | (after + length > end), "chunk is truncated")], positions)
+    maps = inflate_each([memoryview(d)[int(a - s) : int(a - s + n)] for d, a, s, n in
+                         zip(datas, after.tolist(), at.tolist(), length.tolist())], positions)
+    buf, map_at, map_size = joined(maps)
+    bits = np.unpackbits(buf, bitorder="little")
+    padding = spread(8 * map_at + counts, np.maximum(8 * map_size - counts, 0))
+    spoiled = map_size != (counts + 7) // 8
+    spoiled[np.unique(np.searchsorted(8 * map_at, padding[bits[padding] > 0], side="right") - 1)] = True
+    fail_where([(spoiled, "chunk is corrupt (its bitmap does not count its samples)")], positions)
+    flags = bits[spread(8 * map_at, counts)].astype(bool)
+    return flags, after + length, run_int_sums(flags.astype(np.int64), counts)
 
 
 def _deltas(first_delta: Int64Array, order: Int64Array, m: Int64Array, residual: Int64Array) -> Int64Array:

@@ -117,6 +117,26 @@ def _idle() -> np.ndarray:
     return np.repeat([3.0, 4.0], N // 2)  # one step: a zero-k unary stream, deflated
 
 
+def _bursty() -> np.ndarray:
+    """A request counter of a bursty service: flat while idle, jumping while busy."""
+    rng = np.random.default_rng(6)
+    return np.cumsum(np.where(rng.random(N) < 0.6, 0, rng.integers(1, 5000, N))).astype(np.float64)
+
+
+def _idle_seconds() -> np.ndarray:
+    """A float seconds counter that is flat for long stretches (XOR words deflate best)."""
+    rng = np.random.default_rng(7)
+    return np.cumsum(np.where(rng.random(N) < 0.9, 0.0, rng.gamma(2.0, 1.3, N)))
+
+
+def _sparse_at(blob: bytes) -> int:
+    """Where an INT chunk's value stream begins, with regular timestamps (no timestamp bytes)."""
+    at = HEAD.size
+    for _ in range(4 + (blob[1] >> 1 & 1)):
+        _, at = decode_varint(blob, at)
+    return at
+
+
 def _planes_at(blob: bytes) -> int:
     """Where an XOR chunk's deflated planes begin (its last varint field is their size)."""
     at = HEAD.size
@@ -135,6 +155,8 @@ def _planes_at(blob: bytes) -> int:
     (_floats, lambda good: good[:_planes_at(good)] + b"\x07" + good[_planes_at(good) + 1 :], "chunk 1 does not decompress"),
     (_floats, lambda good: good[:-3], "chunk 1"),
     (_idle, lambda good: good[:-3] + b"\xff\xff\xff", "chunk 1"),
+    (_bursty, lambda good: good[:-40], "chunk 1: chunk is truncated"),
+    (_bursty, lambda good: good[:_sparse_at(good)] + b"\x02\x07\x00" + good[_sparse_at(good) + 3 :], "chunk 1"),
 ])
 def test_a_bad_encoding_2_chunk_is_named_by_its_position(values: object, spoil: object, words: str) -> None:
     good = encode(_ts(), values())  # type: ignore[operator]
@@ -146,12 +168,21 @@ def test_a_bad_encoding_2_chunk_is_named_by_its_position(values: object, spoil: 
         decode(bad, N)
 
 
-def test_encoding_2_uses_each_form() -> None:
-    """The chunks above exercise what they claim: Rice with raw unary, XOR planes, deflated unary."""
-    flags = {name: encode(_ts(), make())[1] for name, make in (("power", _power), ("floats", _floats), ("idle", _idle))}
+def test_encoding_2_uses_each_form_and_all_decode_in_one_batch() -> None:
+    """The chunks above exercise what they claim: Rice with raw unary, XOR planes and XOR words,
+    deflated unary, SPARSE; and a batch of all of them decodes as each alone."""
+    makers = {"power": _power, "floats": _floats, "idle": _idle, "bursty": _bursty, "idle_seconds": _idle_seconds}
+    blobs = {name: encode(_ts(), make()) for name, make in makers.items()}
+    flags = {name: blob[1] for name, blob in blobs.items()}
     assert flags["power"] & 1 == 0 and flags["power"] >> 4 & 3 == 0  # INT, raw unary
-    assert flags["floats"] & 1 == 1  # XOR
+    assert flags["floats"] & 3 == 1  # XOR, planes
+    assert flags["idle_seconds"] & 3 == 3  # XOR, whole words
     assert flags["idle"] >> 4 & 3 == 1 and flags["idle"] >> 2 & 3 == 2  # deflated unary; regular timestamps: zero
+    assert flags["bursty"] >> 4 & 3 == 3  # SPARSE
+    got = decode_many(list(blobs.values()), [N] * len(blobs), [ENCODING_V2] * len(blobs))
+    want = np.concatenate([make() for make in makers.values()])
+    assert np.array_equal(got.values.view(np.uint64), want.view(np.uint64))
+    assert np.array_equal(got.ts, np.tile(_ts(), len(blobs)))
 
 
 def _raw(data: bytes) -> bytes:

@@ -13,7 +13,7 @@ from store.types import Float64Array, Int64Array
 
 
 def decode_v1_many(datas: Sequence[bytes], n: Int64Array, positions: Int64Array) -> tuple[Int64Array, Float64Array]:
-    buf, at, sizes = joined(inflate_each(datas, positions))
+    buf, at, sizes = joined(inflate_each(datas, positions, (HEADER.size + 8 + 16 * n).tolist()))
     short = sizes < HEADER.size
     fail_where([(short, "header is truncated")], positions)
     version, ts_width, mode, value_width = (buf[at + k].astype(np.int64) for k in range(4))

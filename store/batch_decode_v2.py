@@ -13,10 +13,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from store.batch_parts import fail_where, inflate_each, joined
+from store.codec_parts import MAX_DECIMALS
 from store.codec_v2 import ENCODING_V2, HEAD, MODE_INT, unzigzag
 from store.flat_runs import after_first, gather_rows, segmented_cumsum, segmented_xor, spread, starts_of
 from store.residual_streams import DEFLATED, RAW, SPARSE, ZERO
-from store.rice import MAX_K, decode_lows, decode_unary, lows_sizes, run_int_sums
+from store.rice import MAX_K, decode_lows, decode_unary, lows_sizes, run_int_sums, unary_limit
 from store.types import Float64Array, Int64Array
 from store.varint import decode_varints_at
 
@@ -33,8 +34,9 @@ def decode_v2_many(datas: Sequence[bytes], n: Int64Array, positions: Int64Array)
     is_int = mode == MODE_INT
     fail_where([
         (version != ENCODING_V2, "unknown chunk version"),
-        ((flags >> 6 != 0) | (~is_int & ((val_form != RAW) | (val_k != 0)))
-         | (is_int & (order == 2) & (n < 3)) | (ts_k > MAX_K) | (val_k > MAX_K), "bad chunk header"),
+        ((flags >> 6 != 0) | (~is_int & ((val_form != RAW) | (val_k != 0) | (decimals != 0)))
+         | (is_int & (((order == 2) & (n < 3)) | (decimals < 0) | (decimals > MAX_DECIMALS)))
+         | (ts_k > MAX_K) | (val_k > MAX_K), "bad chunk header"),
     ], positions)
     fields, pos = [], at + HEAD.size
     for field in range(5):
@@ -46,6 +48,9 @@ def decode_v2_many(datas: Sequence[bytes], n: Int64Array, positions: Int64Array)
         fail_where([(broken | (present & (after > end)), "header is truncated")], positions)
         fields.append(value)
         pos = np.where(present, after, pos)
+    # sizes compared while unsigned: a corrupt one of 2**63 or more would turn negative as int64
+    too_big = (fields[1] > sizes.astype(np.uint64)) | (fields[2] > sizes.astype(np.uint64))
+    fail_where([(too_big, "chunk is truncated")], positions)
     first_gap, ts_size, val_size = unzigzag(fields[0]), fields[1].astype(np.int64), fields[2].astype(np.int64)
 
     ts_counts = np.maximum(n - 2, 0)
@@ -74,7 +79,7 @@ def decode_v2_many(datas: Sequence[bytes], n: Int64Array, positions: Int64Array)
         m = n[xors]
         fail_where([((pos + val_size > end) & ~is_int, "chunk is truncated")], positions)
         planes = [memoryview(datas[i])[int(pos[i] - at[i]) : int(pos[i] - at[i] + val_size[i])] for i in xors.tolist()]
-        buf, plane_at, plane_size = joined(inflate_each(planes, positions[xors]))
+        buf, plane_at, plane_size = joined(inflate_each(planes, positions[xors], (8 * m).tolist()))
         wrong = np.zeros(len(n), bool)
         wrong[xors] = plane_size != 8 * m
         fail_where([(wrong, "chunk is truncated or corrupt (its value planes do not count its samples)")], positions)
@@ -122,7 +127,7 @@ def _streams(datas: Sequence[bytes], blobs: np.ndarray, at: Int64Array, end: Int
     deflated = np.flatnonzero(form == DEFLATED)
     stored = np.flatnonzero((form == RAW) | (form == SPARSE))
     inflated = inflate_each([memoryview(datas[i])[int(pos[i] - at[i]) : int(pos[i] - at[i] + size[i])]
-                             for i in deflated.tolist()], positions[deflated])
+                             for i in deflated.tolist()], positions[deflated], unary_limit(counts[deflated]).tolist())
     # one buffer of every coded unary part: the stored ones cut from the blobs, then the inflated
     unary_size = np.zeros(len(counts), np.int64)
     unary_size[stored] = size[stored]
@@ -156,10 +161,11 @@ def _bitmaps(datas: Sequence[bytes], blobs: np.ndarray, at: Int64Array, end: Int
     length, after, bad = decode_varints_at(blobs, pos)
     broken = np.zeros(len(pos), bool)
     broken[bad] = True
-    length = length.astype(np.int64)
+    broken |= length > np.maximum(end - after, 0).astype(np.uint64)  # unsigned: see the header sizes
+    length = np.where(broken, 0, length).astype(np.int64)
     fail_where([(broken | (after + length > end), "chunk is truncated")], positions)
     maps = inflate_each([memoryview(d)[int(a - s) : int(a - s + n)] for d, a, s, n in
-                         zip(datas, after.tolist(), at.tolist(), length.tolist())], positions)
+                         zip(datas, after.tolist(), at.tolist(), length.tolist())], positions, ((counts + 7) // 8).tolist())
     buf, map_at, map_size = joined(maps)
     bits = np.unpackbits(buf, bitorder="little")
     padding = spread(8 * map_at + counts, np.maximum(8 * map_size - counts, 0))

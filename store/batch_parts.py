@@ -4,12 +4,11 @@ at once (see :mod:`store.batch_decode`)."""
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 
 import numpy as np
 
-from store.codec_parts import WBITS, ChunkDecodeError
+from store.codec_parts import ChunkDecodeError, inflate
 from store.flat_runs import after_first, segmented_cumsum, spread, starts_of
 from store.types import Int64Array
 
@@ -18,14 +17,9 @@ DTYPES: dict[int, np.dtype[np.signedinteger]] = {
 }
 
 
-def inflate_each(datas: Sequence[bytes | memoryview], positions: Int64Array) -> list[bytes]:
-    raws = []
-    for c, data in enumerate(datas):
-        try:
-            raws.append(zlib.decompress(data, WBITS))
-        except zlib.error as exc:
-            raise ChunkDecodeError(f"chunk {int(positions[c])} does not decompress: {exc}") from exc
-    return raws
+def inflate_each(datas: Sequence[bytes | memoryview], positions: Int64Array, limits: Sequence[int]) -> list[bytes]:
+    """Each part inflated, at most ``limits[c]`` bytes of it (see :func:`store.codec_parts.inflate`)."""
+    return [inflate(data, f"chunk {int(positions[c])}", limit) for c, (data, limit) in enumerate(zip(datas, limits))]
 
 
 def joined(parts: Sequence[bytes]) -> tuple[np.ndarray, Int64Array, Int64Array]:

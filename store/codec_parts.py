@@ -31,11 +31,21 @@ def deflate(raw: bytes, level: int = 6) -> bytes:
     return compressor.compress(raw) + compressor.flush()
 
 
-def inflate(data: bytes | memoryview, where: str = "chunk") -> bytes:
+def inflate(data: bytes | memoryview, where: str = "chunk", limit: int | None = None) -> bytes:
+    """Raw-inflate ``data``. ``limit``: the most bytes the part can hold; a corrupt part that
+    would inflate past it (a few KB can inflate to gigabytes) is refused before it does."""
     try:
-        return zlib.decompress(data, WBITS)
+        if limit is None:
+            return zlib.decompress(data, WBITS)
+        inflater = zlib.decompressobj(WBITS)
+        out = inflater.decompress(data, limit)
     except zlib.error as exc:
         raise ChunkDecodeError(f"{where} does not decompress: {exc}") from exc
+    if inflater.unconsumed_tail:
+        raise ChunkDecodeError(f"{where} does not decompress: it inflates past the {limit} bytes it can hold")
+    if not inflater.eof:
+        raise ChunkDecodeError(f"{where} does not decompress: the deflate stream is cut")
+    return out
 
 
 def signed_dtype_for(low: int, high: int) -> tuple[int, type[np.signedinteger]]:

@@ -79,7 +79,7 @@ def encode_segments_v1(ts_ms: Int64Array, values: Float64Array, starts: Int64Arr
 
 
 def decode_v1(data: bytes, n: int) -> tuple[Int64Array, Float64Array]:
-    raw = inflate(data)
+    raw = inflate(data, limit=HEADER.size + 8 + 16 * n)
     if len(raw) < HEADER.size:
         raise ChunkDecodeError("chunk header is truncated")
     version, ts_width, mode, value_width, decimals, first_ts = HEADER.unpack_from(raw, 0)

@@ -33,6 +33,7 @@ import struct
 import numpy as np
 
 from store.codec_parts import (
+    MAX_DECIMALS,
     ChunkDecodeError,
     decimals_per_segment,
     deflate,
@@ -145,7 +146,8 @@ def decode_v2(data: bytes, n: int) -> tuple[Int64Array, Float64Array]:
     if version != ENCODING_V2:
         raise ChunkDecodeError(f"unknown chunk version {version}")
     mode, order, ts_form, val_form = flags & 1, 1 + (flags >> 1 & 1), flags >> 2 & 3, flags >> 4 & 3
-    if flags >> 6 or (mode == MODE_XOR and (val_form != RAW or val_k)) or (mode == MODE_INT and order == 2 and n < 3):
+    if (flags >> 6 or (mode == MODE_XOR and (val_form != RAW or val_k or decimals))
+            or (mode == MODE_INT and (order == 2 and n < 3 or not 0 <= decimals <= MAX_DECIMALS))):
         raise ChunkDecodeError(f"bad chunk header (flags {flags:#x}, {n} samples)")
     try:
         fields, at = [], HEAD.size
@@ -174,7 +176,7 @@ def decode_v2(data: bytes, n: int) -> tuple[Int64Array, Float64Array]:
     else:
         if at + val_size > len(data):
             raise ChunkDecodeError("chunk is truncated")
-        raw = inflate(data[at : at + val_size])
+        raw = inflate(data[at : at + val_size], limit=8 * n)
         at += val_size
         if len(raw) != 8 * n:
             raise ChunkDecodeError("chunk is truncated or corrupt (its value planes do not count its samples)")

@@ -31,6 +31,7 @@ from store.rice import (
     encode_runs,
     lows_sizes,
     run_int_sums,
+    unary_limit,
 )
 from store.types import Int64Array
 from store.varint import VarintError, decode_varint, encode_varints
@@ -117,7 +118,8 @@ def _bitmap(data: bytes, at: int, count: int) -> tuple[np.ndarray, int]:
         raise ChunkDecodeError(f"chunk is truncated ({exc})") from exc
     if at + length > len(data):
         raise ChunkDecodeError("chunk is truncated")
-    flags = np.unpackbits(np.frombuffer(inflate(data[at : at + length]), np.uint8), bitorder="little")
+    bitmap = inflate(data[at : at + length], limit=-(-count // 8))
+    flags = np.unpackbits(np.frombuffer(bitmap, np.uint8), bitorder="little")
     if len(flags) != 8 * -(-count // 8) or flags[count:].any():
         raise ChunkDecodeError("chunk is corrupt (its bitmap does not count its samples)")
     return flags[:count], at + length
@@ -130,7 +132,7 @@ def _rice(data: bytes, at: int, form: int, k: int, size: int, count: int) -> tup
         raise ChunkDecodeError("chunk is truncated")
     unary = data[at : at + size]
     if form == DEFLATED:
-        unary = inflate(unary)
+        unary = inflate(unary, limit=int(unary_limit(np.asarray([count], np.int64))[0]))
     counts, ks = np.asarray([count], np.int64), np.asarray([k], np.int64)
     quotient, bad = decode_unary(np.frombuffer(unary, np.uint8), _ONE, np.asarray([len(unary)], np.int64), counts)
     if len(bad):

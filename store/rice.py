@@ -63,7 +63,8 @@ def choose_k(z: np.ndarray, counts: Int64Array, bits: Int64Array | None = None) 
     for step in (-1, 0, 1):
         k = np.clip(guess + step, 0, MAX_K)
         per_k = np.repeat(k, counts)
-        quotient = (z >> per_k.astype(np.uint64)).astype(np.int64)
+        # capped before the cast: a quotient of 2**63 or more must not turn negative
+        quotient = np.minimum(z >> per_k.astype(np.uint64), np.uint64(ESCAPE)).astype(np.int64)
         # an escape costs ESCAPE + 1 unary bits and 64 bits in place of k
         cost = np.where(quotient >= ESCAPE, ESCAPE + 65, quotient + 1 + per_k)
         total = run_int_sums(cost, counts)
@@ -161,6 +162,12 @@ def decode_unary(buf: np.ndarray, at: Int64Array, size: Int64Array, counts: Int6
     nonempty = counts > 0
     previous[starts_of(counts)[nonempty]] = section_bits[nonempty] - 1
     return ones - previous - 1, bad
+
+
+def unary_limit(counts: Int64Array) -> Int64Array:
+    """The most bytes the unary part of a run of ``counts`` values can take (every code escaped)."""
+    out: Int64Array = (counts * (ESCAPE + 1) + 7) // 8
+    return out
 
 
 def lows_sizes(quotient: Int64Array, counts: Int64Array, k: Int64Array) -> Int64Array:

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from store.batch_decode import decode_many
 from store.codec import ENCODINGS, ChunkDecodeError, decode, encode
 from store.codec_v1 import ENCODING_V1
-from store.codec_v2 import ENCODING_V2, HEAD
+from store.codec_v2 import ENCODING_V2, HEAD, MODE_INT, flags_of
+from store.residual_streams import DEFLATED, ZERO
 from store.types import STALE_NAN
-from store.varint import decode_varint
+from store.varint import decode_varint, encode_varints
 
 _chunk = st.tuples(
     st.one_of(  # time gaps: any width, or regular (no bytes at all in encoding 2)
@@ -192,3 +193,57 @@ def _raw(data: bytes) -> bytes:
 def _recompress(raw: bytes) -> bytes:
     c = zlib.compressobj(6, zlib.DEFLATED, -12)
     return c.compress(raw) + c.flush()
+
+
+def _with_header_field(blob: bytes, index: int, value: int) -> bytes:
+    at, fields = HEAD.size, []
+    for _ in range(4 + (blob[1] >> 1 & 1)):
+        field, at = decode_varint(blob, at)
+        fields.append(field)
+    fields[index] = value
+    return blob[: HEAD.size] + encode_varints(fields) + blob[at:]
+
+
+def _jittered() -> np.ndarray:
+    return _ts() + np.arange(N) % 3  # a RAW timestamp stream
+
+
+@pytest.mark.parametrize("size", [2**64 - 1, 2**63 - 1, 2**63, 10**9])
+def test_a_declared_size_far_past_the_chunk_is_refused_by_both_decoders(size: int) -> None:
+    """Sizes are compared while unsigned: 2**63 and above must not wrap to a negative int64."""
+    bad = _with_header_field(encode(_jittered(), _power()), 1, size)
+    with pytest.raises(ChunkDecodeError, match="truncated"):
+        decode(bad, N)
+    with pytest.raises(ChunkDecodeError, match="chunk 0: chunk is truncated"):
+        decode_many([bad], [N], [ENCODING_V2])
+
+
+def test_a_huge_bitmap_length_is_refused_by_both_decoders() -> None:
+    good = encode(_ts(), _bursty())
+    at = _sparse_at(good)
+    _, after = decode_varint(good, at)
+    bad = good[:at] + encode_varints([2**63 - 1]) + good[after:]
+    for attempt in (lambda: decode(bad, N), lambda: decode_many([bad], [N], [ENCODING_V2])):
+        with pytest.raises(ChunkDecodeError):
+            attempt()
+
+
+@pytest.mark.parametrize("decimals", [-5, 7, 23])
+def test_decimals_out_of_range_are_refused_not_decoded_differently(decimals: int) -> None:
+    bad = bytearray(encode(np.arange(3, dtype=np.int64), np.asarray([1.0, 2.0, 3.0])))
+    bad[4] = decimals & 0xFF
+    for attempt in (lambda: decode(bytes(bad), 3), lambda: decode_many([bytes(bad)], [3], [ENCODING_V2])):
+        with pytest.raises(ChunkDecodeError, match="bad chunk header"):
+            attempt()
+
+
+def test_a_deflated_part_that_would_inflate_past_its_samples_is_refused_early() -> None:
+    """A few KB of corrupt chunk must not inflate to megabytes (and their bits to more) first."""
+    unary = zlib.compressobj(9, zlib.DEFLATED, -12)
+    bomb_part = unary.compress(b"\xff" * (4 << 20)) + unary.flush()
+    bomb = HEAD.pack(ENCODING_V2, flags_of(MODE_INT, 1, DEFLATED, ZERO), 0, 0, 0, 0) + encode_varints(
+        [0, len(bomb_part), 0, 0]) + bomb_part
+    assert len(bomb) < 8_000
+    for attempt in (lambda: decode(bomb, 10), lambda: decode_many([bomb], [10], [ENCODING_V2])):
+        with pytest.raises(ChunkDecodeError, match="inflates past the 25 bytes"):
+            attempt()

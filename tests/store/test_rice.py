@@ -74,7 +74,7 @@ def test_the_chosen_k_is_within_a_percent_of_the_best() -> None:
 
 
 def _bits(z: np.ndarray, k: int) -> int:
-    quotient = (z >> np.uint64(k)).astype(np.int64)
+    quotient = np.minimum(z >> np.uint64(k), np.uint64(ESCAPE)).astype(np.int64)
     return int(np.where(quotient >= ESCAPE, ESCAPE + 65, quotient + 1 + k).sum())
 
 
@@ -114,3 +114,11 @@ def test_a_varint_past_its_buffer_is_an_error() -> None:
         decode_varint(data, 0)
     _, _, bad = decode_varints_at(np.frombuffer(data, np.uint8), np.zeros(1, np.int64))
     assert bad.tolist() == [0]
+
+
+def test_a_quotient_of_2_63_or_more_counts_as_an_escape_when_choosing_k() -> None:
+    z = np.asarray([2**63] + [1] * 20 + [3] * 5, np.uint64)
+    counts = np.asarray([len(z)], np.int64)
+    costs = {k: _bits(z, k) for k in range(0, 8)}
+    assert int(choose_k(z, counts)[0]) == min(costs, key=costs.__getitem__) == 1
+    _round_trip([z.tolist()])

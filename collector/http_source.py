@@ -114,9 +114,9 @@ class HttpExpositionSource:
             self.plain.close()
             self.plain = PlainHttpClient(self.url, body_limit=self.body_limit, headers=self.headers)
 
-    async def collect(self, deadline: float) -> ScrapeResult:
+    async def collect(self, deadline: float, ts_ms: int | None = None) -> ScrapeResult:
         loop = asyncio.get_running_loop()
-        now_ms = self.clock.now_ms()
+        now_ms = self.clock.now_ms() if ts_ms is None else ts_ms
         if self._setup_error is not None:
             return ScrapeResult.failed("tls", self._setup_error)
         try:

@@ -32,6 +32,7 @@ from opentelemetry.trace import NoOpTracer, Span, StatusCode, Tracer
 
 from collector.appender import BatchingAppender
 from collector.scrape_auth import ScrapeAuth
+from collector.scrape_time import ScrapeTimeAligner
 from collector.source import Health, ScrapeResult, Source
 from collector.target_gpus import target_gpu_key
 from store.clock import Clock
@@ -99,6 +100,7 @@ class ScrapeLoop:
         self.clock = clock
         self.rng = rng
         self.status = TargetStatus(spec)
+        self.stamps = ScrapeTimeAligner(spec.interval_s)
         self._labelled: dict[SeriesKey, SeriesKey] = {}
         self._previous: set[SeriesKey] = set()
         self._layout: _Layout | None = None
@@ -142,9 +144,9 @@ class ScrapeLoop:
     async def _scrape(self, span: Span) -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        ts_ms = self.clock.now_ms()
+        ts_ms = self.stamps.stamp(self.clock.now_ms())
         try:
-            result = await self.source.collect(started + self.spec.timeout_s)
+            result = await self.source.collect(started + self.spec.timeout_s, ts_ms)
         except Exception as exc:  # a source bug must not end the loop; it reads as a failed scrape
             log.exception("scrape of %s raised", self.spec.url)
             result = ScrapeResult.failed("error", f"{self.spec.url}: {type(exc).__name__}: {exc}")

@@ -114,6 +114,7 @@ class SglangExpertSource:
                  model: str | None = None, keep_dumps: bool = False, auth: ScrapeAuth | None = None) -> None:
         self.base = base_url.rstrip("/")
         self.client, self.clock = client, clock
+        self._ts_ms: int | None = None  # the current scrape's timestamp, when the loop gives one
         self.dump_dir = Path(dump_dir)
         self.model = model
         self.keep_dumps = keep_dumps
@@ -139,7 +140,8 @@ class SglangExpertSource:
             self.model = str(name) if name else "unknown"
         return self.model
 
-    async def collect(self, deadline: float) -> ScrapeResult:
+    async def collect(self, deadline: float, ts_ms: int | None = None) -> ScrapeResult:
+        self._ts_ms = ts_ms
         loop = asyncio.get_running_loop()
         try:
             value = self.auth.header() if self.auth is not None else ""
@@ -193,7 +195,7 @@ class SglangExpertSource:
         return problems
 
     def _batch(self, model: str) -> SampleBatch:
-        ts = self.clock.now_ms()
+        ts = self.clock.now_ms() if self._ts_ms is None else self._ts_ms
         return SampleBatch.from_samples(
             Sample(SeriesKey.of(METRIC, model=model, layer=str(layer), expert=str(expert)), ts, value)
             for (layer, expert), value in sorted(self.totals.items())

@@ -41,8 +41,10 @@ class ScrapeResult:
 
 
 class Source(Protocol):
-    """``deadline`` is an event-loop time (``asyncio.get_running_loop().time()``)."""
+    """``deadline`` is an event-loop time (``asyncio.get_running_loop().time()``). ``ts_ms``: the
+    scrape's timestamp, for samples that carry none of their own (the scrape loop's, on the
+    target's schedule: :mod:`collector.scrape_time`); None: the source reads its clock."""
 
-    async def collect(self, deadline: float) -> ScrapeResult: ...
+    async def collect(self, deadline: float, ts_ms: int | None = None) -> ScrapeResult: ...
 
     async def close(self) -> None: ...

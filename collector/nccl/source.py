@@ -108,8 +108,8 @@ class NcclLogSource:
         self._written = text
 
     # -- collection ----------------------------------------------------------------------
-    async def collect(self, deadline: float) -> ScrapeResult:
-        now_ms = self.clock.now_ms()
+    async def collect(self, deadline: float, ts_ms: int | None = None) -> ScrapeResult:
+        now_ms = self.clock.now_ms() if ts_ms is None else ts_ms
         remaining = deadline - asyncio.get_running_loop().time()
         if remaining <= 0:
             return ScrapeResult.failed("timeout", "nccl logs: no time left before the scrape deadline")

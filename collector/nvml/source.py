@@ -174,12 +174,12 @@ class NvmlGpuSource:
 
     # -- collection ------------------------------------------------------------------------
 
-    async def collect(self, deadline: float) -> ScrapeResult:
+    async def collect(self, deadline: float, ts_ms: int | None = None) -> ScrapeResult:
         if self._reader is None:
             failure = await self._ensure_init(deadline)
             if failure is not None:
                 return failure
-        ts_ms = self.clock.now_ms()
+        ts_ms = self.clock.now_ms() if ts_ms is None else ts_ms
         await self._poll_xid(deadline)  # first: an XID 79 must be counted even if its GPU is gone
         per_gpu = await asyncio.gather(*(self._collect_gpu(g, deadline, ts_ms) for g in self._gpus))
         samples = [s for group in per_gpu for s in group]

@@ -19,7 +19,7 @@ class ScriptedSource:
     def __init__(self, results: list[ScrapeResult]) -> None:
         self.results = results
 
-    async def collect(self, deadline: float) -> ScrapeResult:
+    async def collect(self, deadline: float, ts_ms: int | None = None) -> ScrapeResult:
         result = self.results.pop(0)
         if isinstance(result, Exception):
             raise result

@@ -6,10 +6,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from store.batch_parts import DTYPES, columns, fail_where, gather_many, inflate_each, joined, timestamps
-from store.codec_v1 import ENCODING_V1, HEADER, MODE_INT, MODE_XOR
+from store.batch_parts import fail_where, inflate_each, joined
+from store.codec_v1 import ENCODING_V1, HEADER, MODE_INT, MODE_XOR, SIGNED_WIDTHS
 from store.flat_runs import after_first, gather_rows, segmented_cumsum, segmented_xor, spread, starts_of
 from store.types import Float64Array, Int64Array
+
+DTYPES = {width: np.dtype(dtype).newbyteorder("<") for width, dtype in SIGNED_WIDTHS}
 
 
 def decode_v1_many(datas: Sequence[bytes], n: Int64Array, positions: Int64Array) -> tuple[Int64Array, Float64Array]:
@@ -51,3 +53,33 @@ def decode_v1_many(datas: Sequence[bytes], n: Int64Array, positions: Int64Array)
         words = gather_many(buf, body_at[xors], m, 8).view("<u8").ravel()
         values[spread(out_starts[xors], m)] = segmented_xor(words, m).view(np.float64)
     return ts, values
+
+
+def gather_many(buf: np.ndarray, at: Int64Array, lengths: Int64Array, width: int) -> np.ndarray:
+    """``lengths[i]`` consecutive ``width``-byte items from each offset, all runs joined."""
+    first_bytes = spread(at, lengths * width)
+    return np.ascontiguousarray(buf[first_bytes]).reshape(-1, width)
+
+
+def columns(buf: np.ndarray, at: Int64Array, lengths: Int64Array, widths: Int64Array) -> Int64Array:
+    """Little-endian signed integers, ``lengths[i]`` of width ``widths[i]`` from ``at[i]``,
+    as one int64 column (runs in chunk order)."""
+    out = np.empty(int(lengths.sum()), np.int64)
+    run_at = starts_of(lengths)
+    for width, dtype in DTYPES.items():
+        rows = np.flatnonzero((widths == width) & (lengths > 0))
+        if not len(rows):
+            continue
+        items = gather_many(buf, at[rows], lengths[rows], width)
+        out[spread(run_at[rows], lengths[rows])] = items.view(dtype).ravel()
+    return out
+
+
+def timestamps(buf: np.ndarray, dod_at: Int64Array, n: Int64Array, widths: Int64Array, first_ts: Int64Array) -> Int64Array:
+    """Every chunk's timestamps from its first and its (n-1) deltas-of-deltas."""
+    out_starts = starts_of(n)
+    ts = np.empty(int(n.sum()), np.int64)
+    ts[out_starts] = first_ts
+    dods = columns(buf, dod_at, n - 1, widths)
+    ts[after_first(out_starts, n)] = np.repeat(first_ts, n - 1) + segmented_cumsum(segmented_cumsum(dods, n - 1), n - 1)
+    return ts

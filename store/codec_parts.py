@@ -1,5 +1,5 @@
-"""What the chunk encodings share: the error type, the deflate settings, integer widths and the
-search for the fewest decimals that make a chunk's values integers."""
+"""What the chunk encodings share: the error type, the deflate settings, the search for the
+fewest decimals that make a chunk's values integers, and timestamps' deltas-of-deltas."""
 
 from __future__ import annotations
 
@@ -16,10 +16,6 @@ WBITS = -12
 MEM_LEVEL = 4
 MAX_DECIMALS = 6
 _EXACT_LIMIT = float(2**52)
-SIGNED_WIDTHS: tuple[tuple[int, type[np.signedinteger]], ...] = (
-    (1, np.int8), (2, np.int16), (4, np.int32), (8, np.int64)
-)
-_BOUNDS = tuple((width, dtype, int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)) for width, dtype in SIGNED_WIDTHS)
 
 
 class ChunkDecodeError(ValueError):
@@ -46,25 +42,6 @@ def inflate(data: bytes | memoryview, where: str = "chunk", limit: int | None = 
     if not inflater.eof:
         raise ChunkDecodeError(f"{where} does not decompress: the deflate stream is cut")
     return out
-
-
-def signed_dtype_for(low: int, high: int) -> tuple[int, type[np.signedinteger]]:
-    """The narrowest signed integer type holding every value in [low, high]."""
-    for width, dtype, lowest, highest in _BOUNDS:
-        if lowest <= low and high <= highest:
-            return width, dtype
-    raise AssertionError("int64 always fits")
-
-
-def widen(buf: bytes, offset: int, count: int, width: int) -> tuple[Int64Array, int]:
-    """``count`` little-endian signed integers of ``width`` bytes at ``offset``, as int64."""
-    dtype = dict(SIGNED_WIDTHS).get(width)
-    if dtype is None:
-        raise ChunkDecodeError(f"bad integer width {width}")
-    end = offset + count * width
-    if end > len(buf):
-        raise ChunkDecodeError("chunk is truncated")
-    return np.frombuffer(buf, dtype=np.dtype(dtype).newbyteorder("<"), count=count, offset=offset).astype(np.int64), end
 
 
 def decimals_per_segment(values: Float64Array, starts: Int64Array) -> Int64Array:

@@ -21,9 +21,7 @@ from store.codec_parts import (
     deflate,
     inflate,
     segment_ends,
-    signed_dtype_for,
     timestamp_dods,
-    widen,
 )
 from store.types import Float64Array, Int64Array
 
@@ -32,6 +30,30 @@ MODE_INT = 0
 MODE_XOR = 1
 HEADER = struct.Struct("<BBBBbq")
 _I64 = struct.Struct("<q")
+
+SIGNED_WIDTHS: tuple[tuple[int, type[np.signedinteger]], ...] = (
+    (1, np.int8), (2, np.int16), (4, np.int32), (8, np.int64)
+)
+_BOUNDS = tuple((width, dtype, int(np.iinfo(dtype).min), int(np.iinfo(dtype).max)) for width, dtype in SIGNED_WIDTHS)
+
+
+def signed_dtype_for(low: int, high: int) -> tuple[int, type[np.signedinteger]]:
+    """The narrowest signed integer type holding every value in [low, high]."""
+    for width, dtype, lowest, highest in _BOUNDS:
+        if lowest <= low and high <= highest:
+            return width, dtype
+    raise AssertionError("int64 always fits")
+
+
+def widen(buf: bytes, offset: int, count: int, width: int) -> tuple[Int64Array, int]:
+    """``count`` little-endian signed integers of ``width`` bytes at ``offset``, as int64."""
+    dtype = dict(SIGNED_WIDTHS).get(width)
+    if dtype is None:
+        raise ChunkDecodeError(f"bad integer width {width}")
+    end = offset + count * width
+    if end > len(buf):
+        raise ChunkDecodeError("chunk is truncated")
+    return np.frombuffer(buf, dtype=np.dtype(dtype).newbyteorder("<"), count=count, offset=offset).astype(np.int64), end
 
 
 def encode_segments_v1(ts_ms: Int64Array, values: Float64Array, starts: Int64Array, level: int = 6) -> list[bytes]:

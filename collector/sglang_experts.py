@@ -114,7 +114,6 @@ class SglangExpertSource:
                  model: str | None = None, keep_dumps: bool = False, auth: ScrapeAuth | None = None) -> None:
         self.base = base_url.rstrip("/")
         self.client, self.clock = client, clock
-        self._ts_ms: int | None = None  # the current scrape's timestamp, when the loop gives one
         self.dump_dir = Path(dump_dir)
         self.model = model
         self.keep_dumps = keep_dumps
@@ -141,12 +140,12 @@ class SglangExpertSource:
         return self.model
 
     async def collect(self, deadline: float, ts_ms: int | None = None) -> ScrapeResult:
-        self._ts_ms = ts_ms
+        ts = self.clock.now_ms() if ts_ms is None else ts_ms
         loop = asyncio.get_running_loop()
         try:
             value = self.auth.header() if self.auth is not None else ""
         except CredentialError as exc:
-            return self._result(ScrapeResult.failed("auth", f"{self.base}: {exc}"))
+            return self._result(ScrapeResult.failed("auth", f"{self.base}: {exc}"), ts)
         self.headers = {"Authorization": value} if value else {}
         try:
             async with asyncio.timeout_at(deadline):
@@ -155,21 +154,21 @@ class SglangExpertSource:
                 await self._post("/dump_expert_distribution_record", timeout)
                 await self._post("/start_expert_distribution_record", timeout)
         except TimeoutError:
-            return self._result(ScrapeResult.failed("timeout", f"{self.base}: the recorder did not answer in time"))
+            return self._result(ScrapeResult.failed("timeout", f"{self.base}: the recorder did not answer in time"), ts)
         except _Refused as exc:
-            return self._result(ScrapeResult.failed("http_status", str(exc)))
+            return self._result(ScrapeResult.failed("http_status", str(exc)), ts)
         except httpx.HTTPError as exc:
-            return self._result(ScrapeResult.failed("connect", f"{self.base}: {type(exc).__name__}: {exc}"))
+            return self._result(ScrapeResult.failed("connect", f"{self.base}: {type(exc).__name__}: {exc}"), ts)
         problems = await asyncio.to_thread(self._read_new)
-        result = ScrapeResult(self._batch(model), Health.ok())
+        result = ScrapeResult(self._batch(model, ts), Health.ok())
         if problems:
             result.health = Health.down("parse", "; ".join(problems))
         return result
 
-    def _result(self, failed: ScrapeResult) -> ScrapeResult:
+    def _result(self, failed: ScrapeResult, ts: int) -> ScrapeResult:
         """A failed collect still reports what was counted (a counter must not vanish)."""
         if self.totals and self.model:
-            failed.batch = self._batch(self.model)
+            failed.batch = self._batch(self.model, ts)
         return failed
 
     def _read_new(self) -> list[str]:
@@ -194,8 +193,7 @@ class SglangExpertSource:
             self._read = {p.name for p in files}
         return problems
 
-    def _batch(self, model: str) -> SampleBatch:
-        ts = self.clock.now_ms() if self._ts_ms is None else self._ts_ms
+    def _batch(self, model: str, ts: int) -> SampleBatch:
         return SampleBatch.from_samples(
             Sample(SeriesKey.of(METRIC, model=model, layer=str(layer), expert=str(expert)), ts, value)
             for (layer, expert), value in sorted(self.totals.items())

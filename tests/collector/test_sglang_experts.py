@@ -97,13 +97,14 @@ def test_dumps_become_a_counter_per_layer_and_expert(tmp_path: Path, mode: str) 
         route(state, 2, 1, 40)
         second = await collect(source)
         route(state, 0, 0, 100)
-        third = await collect(source)
+        third = await source.collect(asyncio.get_running_loop().time() + 2, 45_000)  # the scrape loop's timestamp
         await source.close()
         return second, third
 
     with run_app(app) as base:
         second, third = asyncio.run(scenario())
     assert second.health.up, second.health.error
+    assert set(second.batch.ts_ms.tolist()) == {1_000} and set(third.batch.ts_ms.tolist()) == {45_000}
     assert totals(second)[("deepseek-v3", "0", "0")] == 300 and totals(second)[("deepseek-v3", "0", "3")] == 100
     assert totals(third)[("deepseek-v3", "0", "0")] == 400  # running totals: a counter
     assert totals(third)[("deepseek-v3", "2", "1")] == 40 and totals(third)[("deepseek-v3", "1", "2")] == 0

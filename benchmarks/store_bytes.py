@@ -9,6 +9,7 @@ from pathlib import Path
 
 from benchmarks._common import MIB, Fleet, Target, dir_bytes, section, skipped
 from benchmarks._victoriametrics import VM_BINARY, VictoriaMetrics
+from benchmarks.store_trace_series import report_trace_series
 
 BYTES_GOAL = 4.0
 
@@ -134,6 +135,7 @@ def bench_bytes(db_path: Path, fleet: Fleet, tmp: Path, use_vm: bool) -> list[st
     cold = cold_bytes(db_path, tmp)
     print(f"cold tier: every chunk moved to Parquet ({cold[1]} files), du of the directory "
           f"{cold[0] * per:7.3f} B/sample")
+    report_trace_series()
     vm = vm_bytes(fleet, tmp) if use_vm else None
     if vm is None:
         why = f"not installed: no {VM_BINARY}, Debian package victoria-metrics" if use_vm else "--no-vm"

@@ -81,7 +81,3 @@ def report_trace_series(traces: Path = TRACES) -> None:
         print(f"  {name:52} {len(values):7,}  {per[0]:6.2f} {per[1]:6.2f}   {per[2]:12.2f} {per[3]:6.2f}")
     per = totals / samples
     print(f"  {'all':52} {samples:7,}  {per[0]:6.2f} {per[1]:6.2f}   {per[2]:12.2f} {per[3]:6.2f}  (no target: a check on real shapes)")
-
-
-if __name__ == "__main__":
-    report_trace_series()

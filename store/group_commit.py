@@ -1,16 +1,25 @@
 """Group commit: appends that arrive while another is committing share the next commit.
 
-Each append puts its batch in an :class:`AppendQueue` and then takes the store's lock. The
-first to get it takes *every* batch waiting and writes them together (one write-ahead row,
-one transaction, one fsync); the others find theirs settled when they get the lock and
-return at once. Under a single appender nothing changes; under many (scrape workers, remote
-write senders) the commit cost is paid once per group instead of once per batch. Results are
-per batch: the samples of the group carry their batch's index through validation.
+Each append puts its batch in an :class:`AppendQueue`. One appender at a time *leads*: it takes
+the store's lock, takes *every* batch waiting by then and writes them together (one write-ahead
+row, one transaction, one fsync). The others wait on the queue, not on the store's lock: when
+the leader is done, those it wrote return at once, and one of those that came too late leads
+the next group, which holds everything queued meanwhile.
+
+Why not simply queue on the store's lock: every appender whose batch another had written still
+had to take the lock, one after the other, to learn that it was done. Each of them waited for a
+whole commit behind the lock, so the commits stayed small -- with eight senders on PostgreSQL
+half the groups held one batch and 16,000 appends needed 7,364 commits.
+
+Under a single appender nothing changes. Results are per batch: the samples of the group carry
+their batch's index through validation.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +65,8 @@ class AppendQueue:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiting: list[Pending] = []
+        self._turn = threading.Condition()  # a leader's end wakes the appenders waiting here
+        self._leading = False
 
     def put(self, batch: SampleBatch) -> Pending:
         pending = Pending(batch)
@@ -64,10 +75,48 @@ class AppendQueue:
         return pending
 
     def take(self) -> list[Pending]:
-        """Every batch waiting, oldest first (the caller holds the store's lock)."""
+        """Every batch waiting, oldest first (the leader, holding the store's lock)."""
         with self._lock:
             group, self._waiting = self._waiting, []
         return group
+
+    def wait_or_write(self, pending: Pending, lock: AbstractContextManager[Any], write: Callable[[list[Pending]], None]) -> None:
+        """Return once ``pending`` is settled: by another's group, or by leading one -- under
+        ``lock``, ``write`` every batch waiting then."""
+        if not self.lead(pending):
+            return
+        group: list[Pending] = []
+        error: BaseException | None = None
+        try:
+            with lock:
+                group = self.take()
+                write(group)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            self.done(group, error)
+
+    def lead(self, pending: Pending) -> bool:
+        """Wait while another appender leads. True: ``pending`` is still unwritten and the caller
+        now leads (it must call :meth:`done`); False: another's group settled it."""
+        with self._turn:
+            while self._leading and not pending.settled:
+                self._turn.wait()
+            if pending.settled:
+                return False
+            self._leading = True
+            return True
+
+    def done(self, group: list[Pending], error: BaseException | None = None) -> None:
+        """The leader's group is written (or failed with ``error``): nothing in it stays
+        unsettled, and the next appender may lead."""
+        left = error if isinstance(error, Exception) else RuntimeError("an append left its group unsettled")
+        for pending in group:
+            pending.fail(left)  # a no-op for those settled
+        with self._turn:
+            self._leading = False
+            self._turn.notify_all()
 
 
 def combined(parts: list[Part]) -> tuple[Int64Array, Int64Array, Float64Array, Int64Array]:

@@ -161,10 +161,10 @@ class TimeSeriesStore:
     def append(self, batch: SampleBatch) -> AppendResult:
         """Store a batch; returns only once the accepted samples are committed.
 
-        Group commit: a batch waits in a queue for the store's lock, and whoever gets the lock
-        writes every batch waiting by then as one write-ahead row in one transaction -- one
-        commit (one fsync) for all of them, as PostgreSQL's own commit_delay groups commits.
-        Alone, a batch is its own group."""
+        Group commit (:mod:`store.group_commit`): a batch waits in a queue while another append
+        leads; the next leader writes every batch waiting by then as one write-ahead row in one
+        transaction -- one commit (one fsync) for all of them, as PostgreSQL's own commit_delay
+        groups commits. Alone, a batch is its own group."""
         if self._conn is None:
             raise RuntimeError("the store is not open for writing")
         if len(batch) == 0:
@@ -173,9 +173,7 @@ class TimeSeriesStore:
         with self._appending_lock:  # read by a background checkpoint, which gives way to appends
             self.appending += 1
         try:
-            with self.lock:
-                if not pending.settled:
-                    self._append_group(self._queue.take())
+            self._queue.wait_or_write(pending, self.lock, self._append_group)
         finally:
             with self._appending_lock:
                 self.appending -= 1

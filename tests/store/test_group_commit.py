@@ -107,3 +107,91 @@ def test_a_failed_group_commit_fails_every_batch_in_it_and_keeps_nothing(make_st
     assert [s.key.get("gpu") for s in Reader(store).raw(Selector("gpu_util"), 0, 2**62)] == ["0"]
     # the series the failed group would have created were forgotten: they are created afresh
     assert store.append(SampleBatch.one_per_key([SeriesKey.of("gpu_util", gpu="1")], T0, np.asarray([2.0]))).accepted == 1
+
+
+class _CountingLock:
+    """The store's lock, counting how often each thread takes it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.taken: dict[str, int] = {}
+
+    def acquire(self, *args: Any, **kwargs: Any) -> bool:
+        got = bool(self.inner.acquire(*args, **kwargs))
+        if got:
+            name = threading.current_thread().name
+            self.taken[name] = self.taken.get(name, 0) + 1
+        return got
+
+    def release(self) -> None:
+        self.inner.release()
+
+    def __enter__(self) -> _CountingLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.release()
+
+
+def test_appends_written_by_another_return_without_taking_the_store_lock(make_store: StoreFactory) -> None:
+    """Only the leader of a group takes the store's lock: the others learn from the queue that
+    their batch is written (before, each took the lock in turn, a whole commit behind it, only
+    to find its batch done, and the groups stayed small)."""
+    store = make_store(StoreOptions())
+    counting = _CountingLock(store.lock)
+    store.lock = counting  # type: ignore[assignment]
+    threads = [
+        threading.Thread(
+            target=store.append,
+            args=(SampleBatch.one_per_key([SeriesKey.of("gpu_util", gpu=str(t))], T0, np.asarray([float(t)])),),
+            name=f"sender-{t}",
+        )
+        for t in range(5)
+    ]
+    with counting.inner:  # a commit in progress: the first sender leads and waits for the lock
+        for queued, thread in enumerate(threads, start=1):
+            thread.start()
+            _wait_queued(store, queued)
+    for thread in threads:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in threads)
+    assert _wal_rows(store) == 1
+    senders = {name: n for name, n in counting.taken.items() if name.startswith("sender-")}
+    assert list(senders) == ["sender-0"], senders  # the leader alone
+    got = {s.key.get("gpu"): s.values.tolist() for s in Reader(store).raw(Selector("gpu_util"), 0, 2**62)}
+    assert got == {str(t): [float(t)] for t in range(5)}
+
+
+def test_a_leader_that_fails_unexpectedly_fails_its_group_and_the_next_append_leads(
+    make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error the group's own handler does not catch reaches the leader's caller and every
+    batch of its group; nobody waits forever, and the next append writes as usual."""
+    store = make_store(StoreOptions())
+    real = store._append_group
+
+    def broken(group: Any) -> None:
+        raise MemoryError("no room for the group")
+
+    monkeypatch.setattr(store, "_append_group", broken)
+    errors: dict[int, BaseException] = {}
+
+    def send(t: int) -> None:
+        try:
+            store.append(SampleBatch.one_per_key([SeriesKey.of("gpu_util", gpu=str(t))], T0, np.asarray([1.0])))
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
+            errors[t] = exc
+
+    threads = [threading.Thread(target=send, args=(t,)) for t in range(3)]
+    with store.lock:
+        for queued, thread in enumerate(threads, start=1):
+            thread.start()
+            _wait_queued(store, queued)
+    for thread in threads:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in threads)
+    assert isinstance(errors[0], MemoryError)  # the leader's caller: the error itself
+    assert errors[1] is errors[0] and errors[2] is errors[0]  # and each batch of its group
+    monkeypatch.setattr(store, "_append_group", real)
+    assert store.append(SampleBatch.one_per_key([SeriesKey.of("gpu_util", gpu="9")], T0, np.asarray([1.0]))).accepted == 1

@@ -351,22 +351,37 @@ def _vec(value: Value) -> Vector:
 
 
 def histogram_quantile(q: float, buckets: Vector) -> Vector:
-    """Group ``*_bucket`` elements by their labels other than ``le`` and interpolate."""
-    keys = [tuple(p for p in drop_name(lab) if p[0] != "le") for lab in buckets.labels]
+    """Group ``*_bucket`` elements by their labels other than ``le`` and interpolate.
+
+    Groups with the same bucket bounds (every series of one histogram metric, as exporters
+    write them) are interpolated together, one column each: a rule over a fleet's latency
+    histograms is one numpy call per bucket layout, not one per series. (It was one per series,
+    each scanning every element: quadratic, and a fifth of the process's CPU while scraping 100
+    vLLM-shaped targets with the default rules.)"""
     les = [dict(lab).get("le") for lab in buckets.labels]
+    kept = [i for i, le in enumerate(les) if le is not None]
+    if not kept:
+        return Vector([], np.empty(0, np.float64))
+    keys = [tuple(p for p in drop_name(buckets.labels[i]) if p[0] != "le") for i in kept]
     ids, groups = group_index(keys)
-    out_labels, out_values = [], []
-    for gid, key in enumerate(groups):
-        members = np.flatnonzero((ids == gid) & np.asarray([le is not None for le in les]))
-        if len(members) == 0:
-            continue
-        bounds = np.asarray([parse_le(les[i] or "") for i in members.tolist()])
-        counts = buckets.values[members].reshape(-1, 1)
-        out_labels.append(key)
-        out_values.append(bucket_quantile(q, bounds, counts)[0])
-    values = np.asarray(out_values, np.float64)
-    keep = ~np.isnan(values)
-    return Vector([out_labels[i] for i in np.flatnonzero(keep).tolist()], values[keep])
+    bounds = np.asarray([parse_le(les[i] or "") for i in kept], np.float64)
+    counts = np.asarray(buckets.values, np.float64)[kept]
+    order = np.lexsort((bounds, ids))  # each group's buckets together, by bound
+    ids, bounds, counts = ids[order], bounds[order], counts[order]
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    ends = np.r_[starts[1:], len(ids)]
+    by_layout: dict[bytes, list[int]] = {}
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        by_layout.setdefault(bounds[a:b].tobytes(), []).append(a)
+    values = np.full(len(groups), np.nan)
+    for firsts in by_layout.values():
+        at = np.asarray(firsts, np.int64)
+        width = int(ends[np.searchsorted(starts, at[0])] - at[0])
+        layout = bounds[at[0] : at[0] + width]
+        # counts[i, g]: bucket i of group g, the groups as the "steps" bucket_quantile takes
+        values[ids[at]] = bucket_quantile(q, layout, counts[at[None, :] + np.arange(width)[:, None]])
+    keep = np.flatnonzero(~np.isnan(values))
+    return Vector([groups[i] for i in keep.tolist()], values[keep])
 
 
 def group_ratio(vec: Vector, by: list[str]) -> Vector:

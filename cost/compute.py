@@ -158,15 +158,24 @@ class CostCalculator:
         totals = {t: {m: float(np.nansum(v)) for m, v in models.items()} for t, models in per_target.items()}
         gpu_shares = gpu_model_shares(assigned, totals)
         others = self._node_shares({t: m for t, m in totals.items() if t not in assigned and t not in cpu_targets})
+        # Per host and per (GPU model, purchase class), not per GPU: a price book lookup is a
+        # scan of its entries, and a fleet window asked for one per GPU and minute.
+        hosts = {g.host for g in gpus}
+        pclass_of = {host: self.book.purchase_class(host) for host in hosts}
+        facts_of = {host: self.book.node(host) for host in hosts}
+        price_of: dict[tuple[str, str], np.ndarray] = {}
         for gpu in gpus:
-            pclass = self.book.purchase_class(gpu.host)
-            price = np.asarray([self.book.gpu_price(gpu.gpu_model, pclass, int(t)) for t in stamps]) / 60.0
+            pclass = pclass_of[gpu.host]
+            price = price_of.get((gpu.gpu_model, pclass))
+            if price is None:
+                price = np.asarray([self.book.gpu_price(gpu.gpu_model, pclass, int(t)) for t in stamps]) / 60.0
+                price_of[(gpu.gpu_model, pclass)] = price
             seen = ~np.isnan(gpu.util)
             idle = seen & (gpu.util < self.book.settings.idle_utilization)
             busy = seen & ~idle
             energy_cost = gpu.energy / 3.6e6 * kwh_price
             models = shares.get(gpu.host) or {"": 1.0}
-            facts = self.book.node(gpu.host)
+            facts = facts_of[gpu.host]
             if facts is not None and facts.model:
                 models = {facts.model: 1.0}
             elif gpu.host in others:
@@ -189,8 +198,11 @@ class CostCalculator:
         self._cpu_nodes(acc, node_seconds, cpu_targets, per_target, tenant_shares, stamps)
         overhead = np.asarray([self.book.overhead_per_node_hour(int(t)) for t in stamps]) / 60.0
         mean_overhead_per_s = float(overhead.mean()) / 60.0 if len(overhead) else 0.0
+        devices: dict[str, set[str]] = defaultdict(set)  # per host, its GPUs (and CPU) priced above
+        for key in acc:
+            devices[key[0]].add(key[1])
         for host, per_model in node_seconds.items():
-            gpus_on_node = max(1, len({k[1] for k in acc if k[0] == host}))
+            gpus_on_node = max(1, len(devices[host]))
             for model, seconds in per_model.items():
                 # Node-time is GPU-seconds / GPUs on the node; shared among its models.
                 row = acc[(host, "", "", self.book.purchase_class(host), model, "", "overhead")]

@@ -160,3 +160,25 @@ def test_helpers() -> None:
     assert period_start_ms(T0 + 5 * 86_400_000, "month") == int(datetime(2027, 1, 1, tzinfo=UTC).timestamp() * 1000)
     with pytest.raises(ValueError):
         CostSettings.model_validate({"gpu_prices": [{"gpu_model": "x", "purchase_class": "lease", "dollars_per_gpu_hour": 1}]})
+
+
+def test_a_node_serving_two_models_pays_one_node_hour_of_overhead(make_store: StoreFactory, clock: ManualClock) -> None:
+    """Overhead is node-time, shared among the node's models by their tokens: two GPUs busy for
+    an hour are one node-hour whichever models they serve, and each GPU is priced once."""
+    store = make_store()
+    series = (
+        _gpu("n3", "0", 0.9, 300.0)
+        + _gpu("n3", "1", 0.9, 300.0)
+        + _tokens("llama", "n3:8000", 300.0)
+        + _tokens("qwen", "n3:8001", 100.0)
+    )
+    _fill(store, clock, series, T0 + HOUR_MS)
+    calc = CostCalculator(Reader(store), _book(), local_host="here")
+    ledger = CostLedger(store.engine, calc, _book(), clock)
+    ledger.reprice_hour(T0)
+    rows = ledger.spend(T0, T0 + HOUR_MS, ["node", "model", "component"])
+    assert _sum(rows, node="n3", component="overhead") == pytest.approx(1.0, rel=1e-6)
+    assert _sum(rows, node="n3", model="llama", component="overhead") == pytest.approx(0.75, rel=1e-6)
+    assert _sum(rows, node="n3", model="qwen", component="overhead") == pytest.approx(0.25, rel=1e-6)
+    # both GPUs priced once each, at the book's H100 price (4 then 6 $/h: 5 $ each for the hour)
+    assert _sum(rows, node="n3", component="gpu") == pytest.approx(10.0, rel=1e-6)

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.signal import lfilter
 
 from forecast.clean import Transform, regular
 from forecast.types import F64, LEVELS, FitError, FitInfo, Fitted, Forecaster, Prediction
@@ -113,6 +112,8 @@ class SeasonalNaiveSES(Baseline):
         best_sse, gap, errors = np.inf, 0.0, np.full(d.shape[0] - 1, np.nan)
         for alpha in self.alphas:
             # level_t = alpha d_t + (1 - alpha) level_(t-1), from level_0 = d_0
+            from scipy.signal import lfilter  # here: scipy costs ~20 MiB in a process that never forecasts
+
             level, _ = lfilter([alpha], [1.0, alpha - 1.0], d[1:], zi=[(1.0 - alpha) * d[0]])
             e = d[1:] - np.concatenate([[d[0]], level[:-1]])
             sse = float(e @ e)

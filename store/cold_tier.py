@@ -21,22 +21,18 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import fsspec
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from store.read_warnings import warn
 from store.rollup_reads import fetch_rows
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from store.tsdb import TimeSeriesStore
 
 log = logging.getLogger(__name__)
 
-SCHEMA = pa.schema([
-    ("id", pa.int64()), ("series_id", pa.int64()), ("start_ms", pa.int64()), ("end_ms", pa.int64()),
-    ("n", pa.int32()), ("encoding", pa.int16()), ("data", pa.binary()),
-])
+# pyarrow and fsspec are imported where a cold tier is used, not with the store: a store without
+# one (the default) would otherwise carry ~35 MiB of pyarrow's libraries in every process.
 MOVE_CHUNKS = 100_000  # chunk rows per file (and per move transaction)
 ColdRow = tuple[int, int, int, int, int, int, bytes]  # id, series, start, end, n, encoding, blob
 _READ = ("id", "series_id", "start_ms", "end_ms", "n", "encoding", "data")
@@ -54,6 +50,8 @@ class ColdTier:
     """Where the files live: an fsspec filesystem and a root path on it."""
 
     def __init__(self, url: str) -> None:
+        import fsspec
+
         self.url = url
         self.fs, self.root = fsspec.core.url_to_fs(url)
         self.fs.makedirs(self.root, exist_ok=True)
@@ -62,6 +60,8 @@ class ColdTier:
         return f"{self.root.rstrip('/')}/{name}"
 
     def write(self, name: str, table: pa.Table) -> int:
+        import pyarrow.parquet as pq
+
         path = self.path(name)
         # Blobs are compressed chunks already: compressing them again costs time for nothing.
         with self.fs.open(path, "wb") as out:
@@ -71,6 +71,8 @@ class ColdTier:
         return int(self.fs.size(path))
 
     def read(self, name: str, sids: list[int], start_ms: int, end_ms: int) -> list[ColdRow]:
+        import pyarrow.parquet as pq
+
         filters = [("series_id", "in", sids), ("end_ms", ">=", start_ms), ("start_ms", "<=", end_ms)]
         with self.fs.open(self.path(name), "rb") as source:
             table = pq.read_table(source, filters=filters, columns=list(_READ))
@@ -98,9 +100,15 @@ def move_to_cold(store: TimeSeriesStore, tier: ColdTier, now_ms: int, limit: int
                              f"WHERE end_ms < {p} ORDER BY id LIMIT {int(limit)}", (horizon,))
     if not rows:
         return MoveResult()
+    import pyarrow as pa
+
+    schema = pa.schema([
+        ("id", pa.int64()), ("series_id", pa.int64()), ("start_ms", pa.int64()), ("end_ms", pa.int64()),
+        ("n", pa.int32()), ("encoding", pa.int16()), ("data", pa.binary()),
+    ])
     cols = list(zip(*rows))
-    table = pa.table([pa.array(c, type=f.type) for c, f in zip(cols[:6], SCHEMA)]
-                     + [pa.array([bytes(b) for b in cols[6]], type=pa.binary())], schema=SCHEMA)
+    table = pa.table([pa.array(c, type=f.type) for c, f in zip(cols[:6], schema)]
+                     + [pa.array([bytes(b) for b in cols[6]], type=pa.binary())], schema=schema)
     start, end = min(cols[2]), max(cols[3])
     name = f"chunks-{start}-{end}-{uuid.uuid4().hex[:12]}.parquet"
     size = tier.write(name, table)

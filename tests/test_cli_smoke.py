@@ -126,6 +126,10 @@ def smoke_up(s: SmallStore) -> None:
         wait_http(f"http://127.0.0.1:{port}/ready", 90, proc)
         body = httpx.get(f"http://127.0.0.1:{port}/api/v1/query", params={"query": "gpu_utilization_ratio"}).json()
         assert body["status"] == "success"
+        maps = Path(f"/proc/{proc.pid}/maps")
+        if maps.exists():  # Linux: the libraries a store without a cold tier, before any forecast, needs not load
+            loaded = maps.read_text()
+            assert "/pyarrow/" not in loaded and "/scipy/" not in loaded
     finally:
         out = _stop(proc)
     assert f"listening on http://127.0.0.1:{port}" in out

@@ -11,10 +11,12 @@ role is refused (403), not let in as a viewer.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
-import jwt
+
+if TYPE_CHECKING:
+    import jwt
 
 from access.principal import Principal, Role
 from access.settings import OidcSettings
@@ -41,6 +43,8 @@ class OidcVerifier:
         self._lock = threading.Lock()
 
     def _keys(self) -> jwt.PyJWKClient:
+        import jwt  # with its cryptography, ~17 MiB: loaded by the first OIDC token, not by every service
+
         with self._lock:
             if self._client is None:
                 url = self.settings.jwks_url or self._discover()
@@ -57,6 +61,8 @@ class OidcVerifier:
             raise OidcRefused(503, f"cannot read the issuer's discovery document {url}: {exc}") from None
 
     def verify(self, token: str) -> Principal:
+        import jwt
+
         try:
             key = self._keys().get_signing_key_from_jwt(token)
             claims: dict[str, Any] = jwt.decode(

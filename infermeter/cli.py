@@ -57,6 +57,9 @@ def configure_logging(level: str) -> None:
 
 
 def cmd_up(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from infermeter.malloc_tuning import tune_malloc
+
+    tune_malloc()  # before any thread starts
     import uvicorn
 
     from infermeter.api import create_app
@@ -91,7 +94,8 @@ def cmd_agent(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from infermeter.lean import skip_httpx_cli
 
     skip_httpx_cli()
-    from infermeter.agent import build_agent, create_agent_app, tune_malloc
+    from infermeter.agent import build_agent, create_agent_app
+    from infermeter.malloc_tuning import tune_malloc
 
     tune_malloc()  # before any thread starts
     settings = settings_or_report(args.config, err)

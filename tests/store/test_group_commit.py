@@ -27,6 +27,18 @@ def _wal_rows(store: Any) -> int:
         return int(conn.execute(text("SELECT COUNT(*) FROM wal")).scalar_one())
 
 
+def _run_queued(store: Any, lock: Any, threads: list[threading.Thread]) -> None:
+    """Start ``threads`` one at a time while ``lock`` is held (a commit in progress), so the
+    queue's order is the threads' order; then let them through and wait for every one."""
+    with lock:
+        for queued, thread in enumerate(threads, start=1):
+            thread.start()
+            _wait_queued(store, queued)
+    for thread in threads:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in threads)
+
+
 def test_waiting_appends_share_one_commit_and_each_gets_its_own_result(make_store: StoreFactory) -> None:
     store = make_store(StoreOptions())
     keys = [[SeriesKey.of("gpu_util", gpu=str(g), host=f"node-{t}") for g in range(8)] for t in range(6)]
@@ -149,13 +161,7 @@ def test_appends_written_by_another_return_without_taking_the_store_lock(make_st
         )
         for t in range(5)
     ]
-    with counting.inner:  # a commit in progress: the first sender leads and waits for the lock
-        for queued, thread in enumerate(threads, start=1):
-            thread.start()
-            _wait_queued(store, queued)
-    for thread in threads:
-        thread.join(10)
-    assert not any(thread.is_alive() for thread in threads)
+    _run_queued(store, counting.inner, threads)  # the first sender leads and waits for the lock
     assert _wal_rows(store) == 1
     senders = {name: n for name, n in counting.taken.items() if name.startswith("sender-")}
     assert list(senders) == ["sender-0"], senders  # the leader alone
@@ -184,13 +190,7 @@ def test_a_leader_that_fails_unexpectedly_fails_its_group_and_the_next_append_le
             errors[t] = exc
 
     threads = [threading.Thread(target=send, args=(t,)) for t in range(3)]
-    with store.lock:
-        for queued, thread in enumerate(threads, start=1):
-            thread.start()
-            _wait_queued(store, queued)
-    for thread in threads:
-        thread.join(10)
-    assert not any(thread.is_alive() for thread in threads)
+    _run_queued(store, store.lock, threads)
     assert isinstance(errors[0], MemoryError)  # the leader's caller: the error itself
     assert errors[1] is errors[0] and errors[2] is errors[0]  # and each batch of its group
     monkeypatch.setattr(store, "_append_group", real)

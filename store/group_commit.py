@@ -83,6 +83,18 @@ class AppendQueue:
     def wait_or_write(self, pending: Pending, lock: AbstractContextManager[Any], write: Callable[[list[Pending]], None]) -> None:
         """Return once ``pending`` is settled: by another's group, or by leading one -- under
         ``lock``, ``write`` every batch waiting then."""
+        owned = getattr(lock, "_is_owned", None)
+        if owned is not None and owned():
+            # Called with the store's lock held (re-entrant): waiting for a leader here would
+            # wait for a leader who waits for this very lock. Write what is waiting at once;
+            # a leader blocked on the lock finds its batch settled and writes what is left.
+            queued = self.take()
+            try:
+                write(queued)
+            finally:
+                for other in queued:
+                    other.fail(RuntimeError("an append left its group unsettled"))
+            return
         if not self.lead(pending):
             return
         group: list[Pending] = []

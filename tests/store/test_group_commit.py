@@ -195,3 +195,34 @@ def test_a_leader_that_fails_unexpectedly_fails_its_group_and_the_next_append_le
     assert errors[1] is errors[0] and errors[2] is errors[0]  # and each batch of its group
     monkeypatch.setattr(store, "_append_group", real)
     assert store.append(SampleBatch.one_per_key([SeriesKey.of("gpu_util", gpu="9")], T0, np.asarray([1.0]))).accepted == 1
+
+
+def test_an_append_under_the_store_lock_writes_at_once_while_a_leader_waits_for_that_lock(
+    make_store: StoreFactory,
+) -> None:
+    """Re-entrant: a thread that holds the store's lock and appends must not wait for a leader
+    that is itself waiting for that lock. It writes what is queued (the leader's batch too);
+    the leader then finds its batch written."""
+    store = make_store(StoreOptions())
+    leader_result: dict[str, Any] = {}
+
+    def lead() -> None:
+        batch = SampleBatch.one_per_key([SeriesKey.of("gpu_util", gpu="0")], T0, np.asarray([1.0]))
+        leader_result["r"] = store.append(batch)
+
+    leader = threading.Thread(target=lead)
+    with store.lock:
+        leader.start()
+        _wait_queued(store, 1)
+        deadline = time.monotonic() + 10
+        while not store._queue._leading:  # the leader has its turn and now waits for the lock
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        mine = store.append(SampleBatch.one_per_key([SeriesKey.of("gpu_util", gpu="1")], T0, np.asarray([2.0])))
+        assert mine.accepted == 1
+    leader.join(10)
+    assert not leader.is_alive()
+    assert leader_result["r"].accepted == 1
+    assert _wal_rows(store) == 1  # both in the one write made under the held lock
+    got = {s.key.get("gpu"): s.values.tolist() for s in Reader(store).raw(Selector("gpu_util"), 0, 2**62)}
+    assert got == {"0": [1.0], "1": [2.0]}

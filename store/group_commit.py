@@ -82,20 +82,14 @@ class AppendQueue:
 
     def wait_or_write(self, pending: Pending, lock: AbstractContextManager[Any], write: Callable[[list[Pending]], None]) -> None:
         """Return once ``pending`` is settled: by another's group, or by leading one -- under
-        ``lock``, ``write`` every batch waiting then."""
-        owned = getattr(lock, "_is_owned", None)
-        if owned is not None and owned():
-            # Called with the store's lock held (re-entrant): waiting for a leader here would
-            # wait for a leader who waits for this very lock. Write what is waiting at once;
-            # a leader blocked on the lock finds its batch settled and writes what is left.
-            queued = self.take()
-            try:
-                write(queued)
-            finally:
-                for other in queued:
-                    other.fail(RuntimeError("an append left its group unsettled"))
-            return
-        if not self.lead(pending):
+        ``lock``, ``write`` every batch waiting then.
+
+        Called with ``lock`` already held (re-entrant), the caller writes at once without its
+        turn: waiting would be for a leader who waits for this very lock. A leader blocked on
+        the lock then finds its batch settled and writes what is left."""
+        is_owned = getattr(lock, "_is_owned", None)  # threading.RLock's; a plain lock cannot re-enter
+        reentrant = bool(is_owned and is_owned())
+        if not reentrant and not self.lead(pending):
             return
         group: list[Pending] = []
         error: BaseException | None = None
@@ -107,11 +101,13 @@ class AppendQueue:
             error = exc
             raise
         finally:
-            self.done(group, error)
+            self.settle_rest(group, error)
+            if not reentrant:
+                self.end_turn()
 
     def lead(self, pending: Pending) -> bool:
         """Wait while another appender leads. True: ``pending`` is still unwritten and the caller
-        now leads (it must call :meth:`done`); False: another's group settled it."""
+        now leads (it must call :meth:`end_turn`); False: another's group settled it."""
         with self._turn:
             while self._leading and not pending.settled:
                 self._turn.wait()
@@ -120,12 +116,15 @@ class AppendQueue:
             self._leading = True
             return True
 
-    def done(self, group: list[Pending], error: BaseException | None = None) -> None:
-        """The leader's group is written (or failed with ``error``): nothing in it stays
-        unsettled, and the next appender may lead."""
+    @staticmethod
+    def settle_rest(group: list[Pending], error: BaseException | None = None) -> None:
+        """Nothing of a written (or failed, with ``error``) group stays unsettled."""
         left = error if isinstance(error, Exception) else RuntimeError("an append left its group unsettled")
         for pending in group:
             pending.fail(left)  # a no-op for those settled
+
+    def end_turn(self) -> None:
+        """The leader is done: the next appender may lead."""
         with self._turn:
             self._leading = False
             self._turn.notify_all()

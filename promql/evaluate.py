@@ -364,7 +364,7 @@ def histogram_quantile(q: float, buckets: Vector) -> Vector:
         return Vector([], np.empty(0, np.float64))
     keys = [tuple(p for p in drop_name(buckets.labels[i]) if p[0] != "le") for i in kept]
     ids, groups = group_index(keys)
-    bounds = np.asarray([parse_le(les[i] or "") for i in kept], np.float64)
+    bounds = np.asarray([parse_le(les[i] or "") for i in kept], np.float64)  # or: for the type checker
     counts = np.asarray(buckets.values, np.float64)[kept]
     order = np.lexsort((bounds, ids))  # each group's buckets together, by bound
     ids, bounds, counts = ids[order], bounds[order], counts[order]
@@ -374,12 +374,11 @@ def histogram_quantile(q: float, buckets: Vector) -> Vector:
     for a, b in zip(starts.tolist(), ends.tolist()):
         by_layout.setdefault(bounds[a:b].tobytes(), []).append(a)
     values = np.full(len(groups), np.nan)
-    for firsts in by_layout.values():
+    for key, firsts in by_layout.items():
+        layout = np.frombuffer(key, np.float64)
         at = np.asarray(firsts, np.int64)
-        width = int(ends[np.searchsorted(starts, at[0])] - at[0])
-        layout = bounds[at[0] : at[0] + width]
         # counts[i, g]: bucket i of group g, the groups as the "steps" bucket_quantile takes
-        values[ids[at]] = bucket_quantile(q, layout, counts[at[None, :] + np.arange(width)[:, None]])
+        values[ids[at]] = bucket_quantile(q, layout, counts[at[None, :] + np.arange(len(layout))[:, None]])
     keep = np.flatnonzero(~np.isnan(values))
     return Vector([groups[i] for i in keep.tolist()], values[keep])
 

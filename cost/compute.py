@@ -203,9 +203,10 @@ class CostCalculator:
             devices[key[0]].add(key[1])
         for host, per_model in node_seconds.items():
             gpus_on_node = max(1, len(devices[host]))
+            pclass = pclass_of[host] if host in pclass_of else self.book.purchase_class(host)  # CPU nodes: not yet
             for model, seconds in per_model.items():
                 # Node-time is GPU-seconds / GPUs on the node; shared among its models.
-                row = acc[(host, "", "", self.book.purchase_class(host), model, "", "overhead")]
+                row = acc[(host, "", "", pclass, model, "", "overhead")]
                 row[0] += seconds / gpus_on_node * mean_overhead_per_s
         rows = [LedgerRow(*key, *vals) for key, vals in sorted(acc.items()) if vals[0] or vals[1] or vals[2]]  # type: ignore[arg-type]
         return WindowDetail(rows, usage, assigned, totals)

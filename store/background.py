@@ -201,6 +201,7 @@ class BackgroundCheckpoints:
                 if prepare(plan).empty:  # merged off the lock: nothing was due after all
                     with store.lock:
                         store.pending_floor = None
+                        store.head.release()
                     return 0
                 publish = SlicePublisher(store, self._conn, plan, self.checkpoint_wal) if self._sqlite_writers else None
                 write_checkpoint(store, cur, plan, self._give_way, BACKGROUND_SLICE_SAMPLES, publish)
@@ -221,6 +222,7 @@ class BackgroundCheckpoints:
                 with store.lock:
                     store.pending_floor = None
                     store.publish_gate.end()
+                    store.head.release()
                 raise
             finally:
                 cur.close()

@@ -29,6 +29,7 @@ from store.backend import CHUNK_COLUMNS
 from store.codec import ENCODING, encode_segments
 from store.head import NEVER, Frozen
 from store.head_blocks import _Block
+from store.head_packed import Block, pack_if_large
 from store.rollup import Frame, merge_rows, regroup
 from store.types import Float64Array, Int64Array
 
@@ -73,7 +74,7 @@ class Plan:
     frozen: Frozen
     wal_ranges: list[tuple[int, int]]
     flush: tuple[Int64Array, Int64Array, Float64Array] = field(default_factory=_no_samples)
-    trimmed: _Block | None = None
+    trimmed: list[Block] | None = None
     bound: Int64Array = field(default_factory=lambda: np.empty(0, np.int64))
     written: list[tuple[int, Frame, Frame]] = field(default_factory=list)
 
@@ -109,7 +110,9 @@ def plan_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
         return None
     head.seal()
     wal_ranges = store.wal_ledger.flushed(store.last_wal_id, _oldest_unflushed(store, cutoff, marked))
-    return Plan(cutoff.copy(), keep, marked, head.flushed_until.copy(), head.frozen(), wal_ranges)
+    frozen = head.frozen()
+    head.pin(frozen)
+    return Plan(cutoff.copy(), keep, marked, head.flushed_until.copy(), frozen, wal_ranges)
 
 
 def _marks_after(flushed_until: Int64Array, cutoff: Int64Array, marked: Int64Array) -> Int64Array:
@@ -134,18 +137,21 @@ def _oldest_unflushed(store: TimeSeriesStore, cutoff: Int64Array, marked: Int64A
 
 def prepare(plan: Plan) -> Plan:
     """The plan's samples from its frozen head (no lock needed): what to flush, and the head
-    as it will be once they are flushed (trimmed below ``bound``)."""
-    block = plan.frozen.merged()
-    sid, ts, val = block.sid(), block.ts, block.val
+    as it will be once they are flushed (trimmed below ``bound``). Only the older blocks that
+    hold such samples are merged; the newer ones stay as they are (packed ones stay packed)."""
     n = len(plan.cutoff)
+    after = _marks_after(plan.flushed_until, plan.cutoff, plan.marked)
+    plan.bound = np.minimum(plan.keep_from[:n], after)
+    due_from = np.where(plan.cutoff > plan.flushed_until, plan.cutoff, NEVER)
+    untouched = plan.frozen.untouched_tail(np.maximum(plan.bound, due_from))
+    block = plan.frozen.merged(len(plan.frozen.blocks) - len(untouched))
+    sid, ts, val = block.sid(), block.ts, block.val
     unflushed = ts >= plan.flushed_until[sid]
     below = ts < plan.cutoff[sid]
     due = unflushed & below
     plan.flush = (sid[due], ts[due], val[due])
-    after = _marks_after(plan.flushed_until, plan.cutoff, plan.marked)
-    plan.bound = np.minimum(plan.keep_from[:n], after)
     kept = ts >= plan.bound[sid]
-    plan.trimmed = _Block.of(sid[kept], ts[kept], val[kept])
+    plan.trimmed = [pack_if_large(_Block.of(sid[kept], ts[kept], val[kept])), *untouched]
     return plan
 
 
@@ -182,6 +188,7 @@ def apply_checkpoint(store: TimeSeriesStore, plan: Plan) -> None:
     store.wal_ledger.forget(plan.wal_ranges)
     if plan.trimmed is None or not head.replace_frozen(plan.frozen, plan.trimmed, plan.bound):
         head.trim(plan.keep_from)  # the head was merged meanwhile (a read): trim it here
+    head.release()
     log.debug("checkpoint: %d samples flushed, %d write-ahead id ranges deleted", plan.samples, len(plan.wal_ranges))
 
 
@@ -200,11 +207,16 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
                    drop: npt.NDArray[np.bool_] | None = None) -> int:
     """A whole checkpoint on the store's own connection (store lock held)."""
     plan = plan_checkpoint(store, cutoff, retain_ms, drop)
-    if plan is None or prepare(plan).empty:
+    if plan is None:
         return 0
-    with store.transaction() as cur:
-        write_checkpoint(store, cur, plan)
-    apply_checkpoint(store, plan)
+    try:
+        if prepare(plan).empty:
+            return 0
+        with store.transaction() as cur:
+            write_checkpoint(store, cur, plan)
+        apply_checkpoint(store, plan)
+    finally:
+        store.head.release()
     return plan.samples
 
 

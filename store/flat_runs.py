@@ -66,6 +66,20 @@ def segmented_cumsum(values: Int64Array, lengths: Int64Array) -> Int64Array:
         return out
 
 
+def segmented_cumsum_inplace(values: Int64Array, starts: Int64Array) -> Int64Array:
+    """:func:`segmented_cumsum` over ``values`` itself, runs beginning at ``starts`` (every run
+    non-empty, the first at 0): no temporary as large as ``values`` (at tens of millions of
+    samples, allocating one -- first-touch page faults -- costs more than the sums). Each run's
+    first value is lowered by the previous run's total, so that one plain running sum restarts."""
+    if len(values) == 0:
+        return values
+    with np.errstate(over="ignore"):
+        totals = np.add.reduceat(values, starts)
+        values[starts[1:]] -= totals[:-1]
+        np.cumsum(values, out=values)
+    return values
+
+
 def segmented_xor(words: np.ndarray, lengths: Int64Array) -> np.ndarray:
     """Running XORs restarting at every run."""
     running: np.ndarray = np.bitwise_xor.accumulate(words)

@@ -35,13 +35,15 @@ Invariant the reader relies on: ``head_start <= flushed_until``, so chunks (belo
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from store.flat_runs import spread
 from store.head_blocks import _FANIN, Run, _Block, _csr, _level, _merge
+from store.head_packed import Block, PackedBlock, pack_if_large, packable
 from store.types import Float64Array, Int64Array
 
 NEVER = np.iinfo(np.int64).min
@@ -59,13 +61,31 @@ class Frozen:
 
     __slots__ = ("blocks", "pending", "ordered")
 
-    def __init__(self, blocks: tuple[_Block, ...], pending: tuple[tuple[Int64Array, Int64Array, Float64Array], ...],
+    def __init__(self, blocks: tuple[Block, ...], pending: tuple[tuple[Int64Array, Int64Array, Float64Array], ...],
                  ordered: bool) -> None:
         self.blocks, self.pending, self.ordered = blocks, pending, ordered
 
-    def merged(self) -> _Block:
-        return _merge([b.run() for b in self.blocks] + [(*_csr(sid), ts, val) for sid, ts, val in self.pending],
+    def merged(self, upto: int | None = None) -> _Block:
+        """The blocks (the first ``upto`` of them; all by default) and pending batches as one."""
+        blocks = self.blocks if upto is None else self.blocks[:upto]
+        return _merge([b.run() for b in blocks] + [(*_csr(sid), ts, val) for sid, ts, val in self.pending],
                       self.ordered)
+
+    def untouched_tail(self, below: Int64Array) -> tuple[Block, ...]:
+        """The newest blocks in which no series has a sample older than ``below[sid]``: a
+        checkpoint that flushes or drops only such samples keeps them as they are, without
+        merging (or unpacking) them."""
+        if self.pending or not self.ordered:
+            return ()
+        first = len(self.blocks)
+        while first > 0:
+            block = self.blocks[first - 1]
+            sids = block.usid
+            inside = sids < len(below)
+            if bool(np.any(block.firsts()[inside] < below[sids[inside]])):
+                break
+            first -= 1
+        return self.blocks[first:]
 
 
 @dataclass(frozen=True)
@@ -74,13 +94,15 @@ class SealWork:
     block, or a run of blocks of one size class into one (never both)."""
 
     pending: tuple[tuple[Int64Array, Int64Array, Float64Array], ...] = ()
-    blocks: tuple[_Block, ...] = ()
+    blocks: tuple[Block, ...] = ()
+    pack: bool = False  # the merged blocks are the head's plain tail, grown large enough to pack
 
-    def merge(self) -> _Block:
+    def merge(self) -> Block:
         """The merged block (needs no lock: what it reads is never changed in place)."""
         if self.pending:
             return _merge([(*_csr(sid), ts, val) for sid, ts, val in self.pending], True)
-        return _merge([b.run() for b in self.blocks], True)
+        merged = _merge([b.run() for b in self.blocks], True)
+        return PackedBlock(merged) if self.pack else merged
 
 
 class Head:
@@ -90,7 +112,7 @@ class Head:
         self.flushed_until: Int64Array = np.empty(0, np.int64)
         self.head_start: Int64Array = np.empty(0, np.int64)
         self.first_ts: Int64Array = np.empty(0, np.int64)
-        self._blocks: list[_Block] = []
+        self._blocks: list[Block] = []
         self._pending: list[tuple[Int64Array, Int64Array, Float64Array]] = []
         # False once a sample older than its series' newest arrived: the blocks' order no
         # longer implies time order, and the next read merges everything.
@@ -100,6 +122,7 @@ class Head:
         # Set where a background thread merges (store.background): seals and merges that are
         # due are then asked of it instead of run inline, under the lock, in an append.
         self.offload: Callable[[], None] | None = None
+        self._pinned: Frozen | None = None  # see frozen()
 
     # -- bookkeeping -----------------------------------------------------------------------
     @property
@@ -155,19 +178,40 @@ class Head:
         self._pending, self._pending_samples = [], 0
         blocks = self._blocks
         if self.offload is not None and len(blocks) <= _MAX_BLOCKS:
-            if self._size_class_due():
+            if self._due_merge()[0]:
                 self.offload()
             return
-        while self._size_class_due():
-            merged = _merge([b.run() for b in blocks[-_FANIN:]], True)
-            del blocks[-_FANIN:]
-            blocks.append(merged)
+        while (due := self._due_merge())[0]:
+            count, pack = due
+            blocks[-count:] = [SealWork(blocks=tuple(blocks[-count:]), pack=pack).merge()]
         if len(blocks) > _MAX_BLOCKS:
             self.compact()
 
-    def _size_class_due(self) -> bool:
+    def _due_merge(self) -> tuple[int, bool]:
+        """How many of the newest blocks to merge now (0: none), and whether to pack the result.
+
+        Only plain blocks merge: the newest ``_FANIN`` of one size class (size-tiered), or all
+        of them, packed, once together they hold enough samples a series to be worth packing
+        (:func:`store.head_packed.packable`). Packed blocks are left as they are: re-packing
+        them would cost more than the longer list of blocks a read goes through."""
         blocks = self._blocks
-        return len(blocks) >= _FANIN and _level(len(blocks[-_FANIN])) <= _level(len(blocks[-1]))
+        plain = 0
+        pinned = self._pinned.blocks if self._pinned is not None else ()
+        while plain < len(blocks) and isinstance(blocks[-1 - plain], _Block) and \
+                not any(blocks[-1 - plain] is b for b in pinned):
+            plain += 1
+        if plain >= 2:
+            tail = blocks[-plain:]
+            if packable(sum(map(len, tail)), self._series_in(tail)):
+                return plain, True
+        if plain >= _FANIN and _level(len(blocks[-_FANIN])) <= _level(len(blocks[-1])):
+            return _FANIN, False
+        return 0, False
+
+    @staticmethod
+    def _series_in(blocks: list[Block]) -> int:
+        """A lower bound on the series the blocks hold together (the most any one holds)."""
+        return max(len(b.usid) for b in blocks)
 
     # -- merges off the store's lock (see SealWork) ----------------------------------------
     def seal_work(self, pending_from: int | None = None) -> SealWork | None:
@@ -177,11 +221,10 @@ class Head:
             return None
         if self._pending and self._pending_samples >= (_SEAL_PENDING if pending_from is None else pending_from):
             return SealWork(pending=tuple(self._pending))
-        if self._size_class_due():
-            return SealWork(blocks=tuple(self._blocks[-_FANIN:]))
-        return None
+        due, pack = self._due_merge()
+        return SealWork(blocks=tuple(self._blocks[-due:]), pack=pack) if due else None
 
-    def adopt(self, work: SealWork, block: _Block) -> bool:
+    def adopt(self, work: SealWork, block: Block) -> bool:
         """Put ``block`` in place of what ``work`` merged, if the head still holds exactly that
         (a read may have sealed or compacted meanwhile: then nothing changes and False)."""
         if work.pending:
@@ -199,25 +242,41 @@ class Head:
         self._blocks[first:end] = [block]  # in place: block order is time order
         return True
 
-    def compact(self) -> None:
-        """Merge every block and pending batch into one block."""
+    def compact(self) -> _Block | None:
+        """Merge every block and pending batch into one block (kept packed where that pays);
+        returns it unpacked, None when the head is empty."""
         if not self._pending and len(self._blocks) <= 1 and self._ordered:
-            return
+            if not self._blocks:
+                return None
+            only = self._blocks[0]
+            return only if isinstance(only, _Block) else _Block(*only.run())
         parts = [b.run() for b in self._blocks] + self._pending_runs()
-        self._blocks = [_merge(parts, self._ordered)] if parts else []
+        merged = _merge(parts, self._ordered) if parts else None
+        self._blocks = [pack_if_large(merged)] if merged is not None else []
         self._pending, self._pending_samples = [], 0
         self._ordered = True
+        return merged
 
     def frozen(self) -> Frozen:
         return Frozen(tuple(self._blocks), tuple(self._pending), self._ordered)
+
+    def pin(self, frozen: Frozen) -> None:
+        """A checkpoint works on ``frozen``: its blocks are not packed together with newer ones
+        until :meth:`release` (else the checkpoint could not put its trimmed blocks back in
+        their place and would trim the whole head, under the lock, instead)."""
+        self._pinned = frozen
+
+    def release(self) -> None:
+        """A checkpoint is done with its frozen head (committed or not): its blocks may merge."""
+        self._pinned = None
 
     def seal(self) -> None:
         """Pending batches into a block now (a checkpoint's plan freezes blocks only, so that
         seals while it is written only add blocks behind them)."""
         self._seal()
 
-    def replace_frozen(self, frozen: Frozen, block: _Block, bound: Int64Array) -> bool:
-        """Put ``block`` (what ``frozen`` held, trimmed below ``bound``) in its place, if the head
+    def replace_frozen(self, frozen: Frozen, blocks: Sequence[Block], bound: Int64Array) -> bool:
+        """Put ``blocks`` (what ``frozen`` held, trimmed below ``bound``) in its place, if the head
         still begins with exactly ``frozen`` (blocks sealed since stay behind ``block``; a full
         merge since -- a read that needed one block -- leaves nothing to replace). False, and
         nothing changed, otherwise."""
@@ -227,14 +286,14 @@ class Head:
         if len(self._pending) < n or any(a is not b for a, b in zip(self._pending, frozen.pending)):
             return False
         later, newer = self._blocks[k:], self._pending[n:]
-        self._blocks = ([block] if len(block) else []) + later
+        self._blocks = [b for b in blocks if len(b)] + later
         self._pending = newer
         self._pending_samples = sum(len(p[0]) for p in newer)
         self.samples = sum(len(b) for b in self._blocks) + self._pending_samples
         # exact again, as after trim(): the oldest sample of each series still held
         self.first_ts[:] = EMPTY
         for b in self._blocks:
-            np.minimum.at(self.first_ts, b.usid, b.ts[b.offs[:-1]])
+            np.minimum.at(self.first_ts, b.usid, b.firsts())
         for sid, ts, _ in newer:
             np.minimum.at(self.first_ts, sid, ts)
         m = min(len(bound), self.capacity)
@@ -248,70 +307,52 @@ class Head:
     # -- reads -----------------------------------------------------------------------------
     def bounds(self, sids: Int64Array) -> tuple[Int64Array, Int64Array]:
         """[lo, hi) positions of each series' samples in the compacted block (:meth:`columns`)."""
-        self.compact()
+        block = self.compact()
         sids = np.asarray(sids, np.int64)
-        if not self._blocks:
+        if block is None:
             zero = np.zeros(len(sids), np.int64)
             return zero, zero.copy()
-        return self._blocks[0].segments(sids)
+        return block.segments(sids)
 
     def window(self, sids: Int64Array, start_ms: int, end_ms: int) -> tuple[Int64Array, Int64Array, Int64Array, Float64Array]:
         """Samples of ``sids`` with start <= ts <= end, without a per-series loop: (segment
         starts, segment counts, ts, values), segment i belonging to ``sids[i]``."""
         self._seal()
         sids = np.asarray(sids, np.int64)
-        picked: list[tuple[_Block, Int64Array, Int64Array]] = []  # block, lo, counts
-        for block in self._blocks:
-            if block.max_ts < start_ms or block.min_ts > end_ms or not len(block):
-                continue
-            if block.min_ts >= start_ms and block.max_ts <= end_ms:  # whole block inside
-                lo, hi = block.segments(sids)
-            else:
-                key, base = block.key(), sids << 42
-                lo = np.searchsorted(key, base | max(start_ms, 0), side="left")
-                hi = np.searchsorted(key, base | max(end_ms + 1, 0), side="left")
-            picked.append((block, lo, hi - lo))
+        picked = [block.slices(sids, start_ms, end_ms) for block in self._blocks
+                  if len(block) and block.max_ts >= start_ms and block.min_ts <= end_ms]
         n = len(sids)
         starts = np.zeros(n, np.int64)
         if not picked:
-            counts = np.zeros(n, np.int64)
-            return starts, counts, np.empty(0, np.int64), np.empty(0, np.float64)
+            return starts, np.zeros(n, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
         if len(picked) == 1:
-            block, lo, counts = picked[0]
+            counts, ts, val = picked[0]
             if n > 1:
                 np.cumsum(counts[:-1], out=starts[1:])
-            total = int(counts.sum())
-            # positions lo[i] .. lo[i]+counts[i]-1 for every i, as one index array
-            index = np.arange(total, dtype=np.int64) - np.repeat(starts - lo, counts)
-            return starts, counts, block.ts[index], block.val[index]
-        counts = np.sum([c for _, _, c in picked], axis=0).astype(np.int64)
+            return starts, counts, ts, val
+        # Each block gave its samples id after id; interleave them: a series' samples from an
+        # earlier block come first (blocks are in time order).
+        counts = np.sum([c for c, _, _ in picked], axis=0).astype(np.int64)
         if n > 1:
             np.cumsum(counts[:-1], out=starts[1:])
         total = int(counts.sum())
         out_ts = np.empty(total, np.int64)
         out_val = np.empty(total, np.float64)
         offset = starts.copy()  # where each series' next block segment goes
-        for block, lo, c in picked:
-            m = int(c.sum())
-            if m:
-                local = np.zeros(n, np.int64)
-                if n > 1:
-                    np.cumsum(c[:-1], out=local[1:])
-                ramp = np.arange(m, dtype=np.int64)
-                src = ramp - np.repeat(local - lo, c)
-                dst = ramp - np.repeat(local - offset, c)
-                out_ts[dst] = block.ts[src]
-                out_val[dst] = block.val[src]
+        for c, ts, val in picked:
+            if len(ts):
+                dst = spread(offset, c)
+                out_ts[dst] = ts
+                out_val[dst] = val
             offset += c
         return starts, counts, out_ts, out_val
 
     def columns(self) -> tuple[Int64Array, Int64Array, Float64Array]:
         """The whole head as one block: (sid, ts, value), sorted by (sid, ts)."""
-        self.compact()
-        if not self._blocks:
+        block = self.compact()
+        if block is None:
             empty = np.empty(0, np.int64)
             return empty, empty.copy(), np.empty(0, np.float64)
-        block = self._blocks[0]
         return block.sid(), block.ts, block.val
 
     def series(self, sid: int, start_ms: int = NEVER, end_ms: int = 2**62) -> tuple[Int64Array, Float64Array]:
@@ -366,7 +407,7 @@ class Head:
         dropped = int(len(keep) - np.count_nonzero(keep))
         if dropped:
             sid, ts, val = sid[keep], ts[keep], val[keep]
-            self._blocks = [_Block.of(sid, ts, val)] if len(sid) else []
+            self._blocks = [pack_if_large(_Block.of(sid, ts, val))] if len(sid) else []
             self.samples -= dropped
         # exact again: the oldest sample of each series still held (sorted by sid, ts)
         self.first_ts[:] = EMPTY

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from store.flat_runs import spread
 from store.types import Float64Array, Int64Array
 
 _FANIN = 8  # blocks of one size class merged at once
@@ -61,6 +62,30 @@ class _Block:
             found = (idx < len(usid)) & (usid[np.minimum(idx, len(usid) - 1)] == sids)
             hi[found] = self.offs[idx[found] + 1]
         return lo, hi
+
+    def firsts(self) -> Int64Array:
+        """Each series' oldest timestamp in the block (``usid`` order)."""
+        return self.ts[self.offs[:-1]]
+
+    def slices(self, sids: Int64Array, start_ms: int, end_ms: int) -> tuple[Int64Array, Int64Array, Float64Array]:
+        """(count per id, timestamps, values) of ``sids``' samples in [start, end], id after id."""
+        if self.min_ts >= start_ms and self.max_ts <= end_ms:  # the whole block is inside
+            lo, hi = self.segments(sids)
+        else:
+            key, base = self.key(), sids << 42
+            lo = np.searchsorted(key, base | max(start_ms, 0), side="left")
+            hi = np.searchsorted(key, base | max(end_ms + 1, 0), side="left")
+        counts = hi - lo
+        if len(sids) == 1:
+            a = int(lo[0])
+            return counts, self.ts[a : a + int(counts[0])].copy(), self.val[a : a + int(counts[0])].copy()
+        index = spread(lo, counts)
+        return counts, self.ts[index], self.val[index]
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.usid, self.offs, self.ts, self.val, self._key)
+        return sum(a.nbytes for a in arrays if a is not None)
 
     def key(self) -> Int64Array:
         # timestamps are below 2**42 ms (year 2109) and ids below 2**21

@@ -12,6 +12,8 @@ import itertools
 import sys
 from typing import TYPE_CHECKING, Any
 
+from store.head_packed import PackedBlock
+
 if TYPE_CHECKING:
     from store.tsdb import TimeSeriesStore
 
@@ -43,7 +45,7 @@ def store_memory(store: TimeSeriesStore) -> dict[str, int]:
     head, index = store.head, store.index
     postings = index._postings
     with store.lock:
-        blocks = [(b.usid, b.offs, b.ts, b.val, b._key) for b in head._blocks]
+        blocks = list(head._blocks)
         pending = list(head._pending)
         per_series = [head.last_ts, head.last_bits, head.flushed_until, head.head_start, head.first_ts]
         keys = list(itertools.islice(index._keys.values(), SAMPLE))
@@ -53,7 +55,9 @@ def store_memory(store: TimeSeriesStore) -> dict[str, int]:
         pairs = list(itertools.islice(postings._ids.keys(), SAMPLE))
         posting_table = sys.getsizeof(postings._ids)
         by_metric = list(index._by_metric.values())
-    head_bytes = sum(a.nbytes for block in blocks for a in block if a is not None)
+    packed = [block for block in blocks if isinstance(block, PackedBlock)]
+    plain = [block for block in blocks if not isinstance(block, PackedBlock)]
+    head_bytes = sum(block.nbytes for block in plain)
     head_bytes += sum(s.nbytes + t.nbytes + v.nbytes for s, t, v in pending)
     seen: set[int] = set()
     per_key = sum(deep_size(k, seen) for k in keys) / max(len(keys), 1)
@@ -65,6 +69,7 @@ def store_memory(store: TimeSeriesStore) -> dict[str, int]:
     posting_bytes += sum(map(sys.getsizeof, by_metric))
     return {
         "head_samples": head_bytes,
+        "head_samples_packed": sum(block.nbytes for block in packed),
         "head_per_series_arrays": sum(a.nbytes for a in per_series),
         "series_keys": int(per_key * n_keys),
         "series_id_maps": ids_table,

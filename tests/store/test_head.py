@@ -136,6 +136,7 @@ def test_a_frozen_head_is_replaced_by_its_trimmed_merge_and_what_came_after_stay
         _scrape(head, ts)
     head.seal()
     frozen = head.frozen()
+    head.pin(frozen)  # as a checkpoint does
     for ts in range(10, 15):
         _scrape(head, ts)
     head.seal()  # a block sealed while the checkpoint wrote
@@ -145,7 +146,7 @@ def test_a_frozen_head_is_replaced_by_its_trimmed_merge_and_what_came_after_stay
     kept = ts >= 5
     trimmed = head_blocks._Block.of(sid[kept], ts[kept], val[kept])
     bound = np.full(head.capacity, 5, np.int64)
-    assert head.replace_frozen(frozen, trimmed, bound)
+    assert head.replace_frozen(frozen, [trimmed], bound)
     sid, ts, val = head.columns()
     assert sid.tolist() == [s for s in (1, 2, 3) for _ in range(11)]
     assert ts.tolist() == list(range(5, 16)) * 3 and val.tolist() == [float(t) for t in range(5, 16)] * 3
@@ -156,5 +157,5 @@ def test_a_frozen_head_is_replaced_by_its_trimmed_merge_and_what_came_after_stay
     _scrape(head, 16)
     head.compact()  # a read merged everything meanwhile: nothing to replace
     before = head.columns()[1].tolist()
-    assert not head.replace_frozen(frozen, trimmed, bound)
+    assert not head.replace_frozen(frozen, [trimmed], bound)
     assert head.columns()[1].tolist() == before

@@ -1,0 +1,248 @@
+"""Packed head blocks: the head's large, older blocks kept at a few bytes a sample, not 16.
+
+Why: at 100 k series scraped every second the head holds tens of millions of samples -- the
+out-of-order window still unflushed plus the flushed samples kept for rules and live panels.
+As plain int64/float64 columns that was most of the service's memory. The chunk codec
+(:mod:`store.codec`) packs tighter but decodes a few million samples a second: too slow for a
+head that rules read several times a minute. This packing is plain numpy, both ways: every
+series' samples become small integers stored at the narrowest width that holds all of them.
+
+* Timestamps: delta-of-delta (regular scrapes: zero, or a few ms of jitter). Per series the
+  first timestamp and the first delta are kept apart, so the stream holds only the jitter.
+* Values: where every value of a series is an integer once scaled by ``10**decimals`` (GPU and
+  inference metrics mostly are; the same test as the chunk codec's), the first difference of
+  the scaled integers (counters: their increments; gauges: their steps). Any other series
+  keeps its raw float bits (8 bytes): NaN, staleness markers and arbitrary floats stay exact.
+* Each series' residuals go, whole, into one of four pools by the width its largest needs
+  (1, 2, 4 or 8 bytes); a series whose residuals are all zero (a constant gauge, a perfectly
+  regular clock) takes no pool bytes at all.
+
+A read decodes only the series it asks for, whole (a running sum needs the series' start), and
+cuts its time window after. Decoding is a gather and two running sums per stream: tens of
+millions of samples a second. Blocks are packed only where they hold enough samples a series
+to pay for the per-series fields (``PACK_MIN_PER_SERIES``); the rest stay plain.
+"""
+
+from __future__ import annotations
+
+from typing import TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+from store.codec_parts import decimals_per_segment
+from store.flat_runs import segmented_cumsum_inplace, spread, starts_of
+from store.head_blocks import Run, _Block
+from store.types import Float64Array, Int64Array
+
+PACK_MIN_SAMPLES = 1 << 18  # smaller blocks are short-lived: merged again soon
+PACK_MIN_PER_SERIES = 32  # below this the per-series fields (~47 bytes) outweigh the saving
+
+_WIDTHS: tuple[type[np.signedinteger], ...] = (np.int8, np.int16, np.int32, np.int64)  # modes 1..4
+_RAW = -1  # decimals of a series kept as raw float bits
+
+
+class _Residuals:
+    """Per-sample int64 residuals of many series, each series' run stored at one width."""
+
+    __slots__ = ("mode", "at", "pools")
+
+    def __init__(self, residual: Int64Array, starts: Int64Array, counts: Int64Array,
+                 wide: npt.NDArray[np.bool_] | None = None) -> None:
+        hi = np.maximum.reduceat(residual, starts)
+        lo = np.minimum.reduceat(residual, starts)
+        mode = np.full(len(starts), 4, np.uint8)
+        for m in (3, 2, 1):
+            info = np.iinfo(_WIDTHS[m - 1])
+            mode[(lo >= info.min) & (hi <= info.max)] = m
+        mode[(lo == 0) & (hi == 0)] = 0
+        if wide is not None:
+            mode[wide] = 4
+        at = np.zeros(len(starts), np.int64)
+        present = set(np.unique(mode).tolist()) - {0}
+        per_sample = np.repeat(mode, counts) if len(present) > 1 or 0 in mode else None
+        pools: list[np.ndarray] = []
+        for m in (1, 2, 3, 4):
+            chosen = mode == m
+            if m not in present:
+                pools.append(np.empty(0, _WIDTHS[m - 1]))
+                continue
+            at[chosen] = starts_of(counts[chosen])
+            picked = residual if per_sample is None else residual[per_sample == m]
+            pools.append(picked.astype(_WIDTHS[m - 1]))
+        self.mode, self.pools = mode, pools
+        self.at = at.astype(np.int32) if len(residual) < 2**31 else at
+
+    def take(self, k: Int64Array, counts: Int64Array, out_starts: Int64Array, out: Int64Array) -> None:
+        """The residuals of series (positions) ``k`` into ``out`` (zeros), run after run."""
+        modes = self.mode[k]
+        for m in np.unique(modes).tolist():
+            if m == 0:
+                continue
+            chosen = modes == m
+            pool = self.pools[m - 1]
+            if chosen.all() and len(k) == len(self.mode) and len(pool) == len(out):
+                out[:] = pool  # every series, all of one width: the pool is the column
+                continue
+            n = counts[chosen]
+            src = spread(self.at[k[chosen]].astype(np.int64), n)
+            out[spread(out_starts[chosen], n)] = pool[src]
+
+    @property
+    def nbytes(self) -> int:
+        return self.mode.nbytes + self.at.nbytes + sum(p.nbytes for p in self.pools)
+
+
+def _timestamp_residuals(ts: Int64Array, starts: Int64Array, counts: Int64Array) -> tuple[Int64Array, Int64Array]:
+    """Per sample the delta-of-delta, zero at each series' first two samples; and per series its
+    first delta (zero for a series of one sample)."""
+    n = len(ts)
+    dod = np.zeros(n, np.int64)
+    np.subtract(ts[1:], ts[:-1], out=dod[1:])  # deltas (wrong at each series' start: zeroed below)
+    two = counts > 1
+    first_delta = np.zeros(len(starts), np.int64)
+    first_delta[two] = dod[starts[two] + 1]
+    dod[1:] = np.diff(dod)
+    dod[starts] = 0
+    dod[starts[two] + 1] = 0
+    return dod, first_delta
+
+
+def _scaled_integers(val: Float64Array, starts: Int64Array, counts: Int64Array) -> tuple[Int64Array, Int64Array]:
+    """Per sample the value as an integer once scaled by its series' 10**decimals, or its raw
+    bits (decimals -1) where no scale up to the chunk codec's maximum makes every value of the
+    series exact. Exact means bit for bit: -0.0 and NaN take the raw path."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = val.astype(np.int64)
+        exact = scaled.astype(np.float64).view(np.int64) == val.view(np.int64)
+    decimals = np.where(np.logical_and.reduceat(exact, starts), 0, -1).astype(np.int64)
+    rest = np.flatnonzero(decimals < 0)
+    if len(rest):
+        idx = spread(starts[rest], counts[rest])
+        decimals[rest] = decimals_per_segment(val[idx], starts_of(counts[rest]))
+        fractional = rest[decimals[rest] > 0]
+        if len(fractional):
+            idx = spread(starts[fractional], counts[fractional])
+            scale = np.repeat(10.0 ** decimals[fractional], counts[fractional])
+            scaled[idx] = np.round(val[idx] * scale).astype(np.int64)
+        raw = rest[decimals[rest] < 0]
+        if len(raw):
+            idx = spread(starts[raw], counts[raw])
+            scaled[idx] = val.view(np.int64)[idx]
+    return scaled, decimals
+
+
+class PackedBlock:
+    """A head block (:class:`store.head_blocks._Block`) packed as the module doc says; the
+    same reads, decoding what they touch."""
+
+    __slots__ = ("usid", "offs", "min_ts", "max_ts", "_n", "_first_ts", "_first_delta", "_ts",
+                 "_first_value", "_decimals", "_values")
+
+    def __init__(self, block: _Block) -> None:
+        usid, offs, ts, val = block.run()
+        self.usid, self.offs = usid, offs
+        self.min_ts, self.max_ts, self._n = block.min_ts, block.max_ts, len(ts)
+        starts, counts = offs[:-1], np.diff(offs)
+        self._first_ts = ts[starts]
+        dod, self._first_delta = _timestamp_residuals(ts, starts, counts)
+        self._ts = _Residuals(dod, starts, counts)
+        del dod
+        scaled, decimals = _scaled_integers(val, starts, counts)
+        raw = decimals < 0
+        self._first_value = scaled[starts]
+        step = scaled  # differences in place; raw series keep their bits, undifferenced
+        raw_bits = scaled[spread(starts[raw], counts[raw])] if raw.any() else None
+        with np.errstate(over="ignore"):
+            step[1:] = np.diff(scaled)
+        step[starts] = 0
+        if raw_bits is not None:
+            step[spread(starts[raw], counts[raw])] = raw_bits
+        self._decimals = decimals.astype(np.int8)
+        self._values = _Residuals(step, starts, counts, wide=raw)
+
+    # -- the _Block interface ----------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._n
+
+    def run(self) -> Run:
+        ts, val = self._decode(np.arange(len(self.usid), dtype=np.int64))
+        return self.usid, self.offs, ts, val
+
+    def sid(self) -> Int64Array:
+        return np.repeat(self.usid, np.diff(self.offs))
+
+    segments = _Block.segments
+
+    def firsts(self) -> Int64Array:
+        return self._first_ts
+
+    def slices(self, sids: Int64Array, start_ms: int, end_ms: int) -> tuple[Int64Array, Int64Array, Float64Array]:
+        """(count per id, timestamps, values) of ``sids``' samples in [start, end], id after id."""
+        usid = self.usid
+        idx = np.searchsorted(usid, sids)
+        found = idx < len(usid)
+        found[found] = usid[idx[found]] == sids[found]
+        k = idx[found]
+        ts, val = self._decode(k)
+        counts = np.zeros(len(sids), np.int64)
+        per = self.offs[k + 1] - self.offs[k]
+        if self.min_ts >= start_ms and self.max_ts <= end_ms:
+            counts[found] = per
+            return counts, ts, val
+        inside = (ts >= start_ms) & (ts <= end_ms)
+        if len(ts):
+            counts[found] = np.add.reduceat(inside, starts_of(per))
+        return counts, ts[inside], val[inside]
+
+    @property
+    def nbytes(self) -> int:
+        fields = (self.usid, self.offs, self._first_ts, self._first_delta, self._first_value, self._decimals)
+        return sum(a.nbytes for a in fields) + self._ts.nbytes + self._values.nbytes
+
+    # -- decoding ----------------------------------------------------------------------------
+    def _decode(self, k: Int64Array) -> tuple[Int64Array, Float64Array]:
+        """Timestamps and values of the series at positions ``k``, whole, run after run."""
+        counts = self.offs[k + 1] - self.offs[k]
+        out_starts = starts_of(counts)
+        total = int(counts.sum())
+        if total == 0:
+            return np.empty(0, np.int64), np.empty(0, np.float64)
+        ts = np.zeros(total, np.int64)
+        self._ts.take(k, counts, out_starts, ts)
+        two = counts > 1
+        ts[out_starts[two] + 1] = self._first_delta[k[two]]
+        segmented_cumsum_inplace(ts, out_starts)  # the deltas
+        ts[out_starts] = self._first_ts[k]  # a run's first "delta" is its first timestamp
+        segmented_cumsum_inplace(ts, out_starts)
+        scaled = np.zeros(total, np.int64)
+        self._values.take(k, counts, out_starts, scaled)
+        decimals = self._decimals[k]
+        raw = decimals < 0
+        raw_at = spread(out_starts[raw], counts[raw]) if raw.any() else None
+        raw_bits = scaled[raw_at] if raw_at is not None else None
+        scaled[out_starts] = self._first_value[k]
+        segmented_cumsum_inplace(scaled, out_starts)
+        val = scaled.astype(np.float64)
+        fractional = decimals > 0
+        if fractional.any():
+            at = spread(out_starts[fractional], counts[fractional])
+            val[at] /= np.repeat(10.0 ** decimals[fractional], counts[fractional])
+        if raw_at is not None and raw_bits is not None:
+            val[raw_at] = raw_bits.view(np.float64)
+        return ts, val
+
+
+Block: TypeAlias = "_Block | PackedBlock"  # what the head's block list holds
+
+
+def pack_if_large(block: _Block | PackedBlock) -> _Block | PackedBlock:
+    """``block`` packed where that pays (see the module doc), else as it is."""
+    if isinstance(block, PackedBlock) or not packable(len(block), len(block.usid)):
+        return block
+    return PackedBlock(block)
+
+
+def packable(samples: int, series: int) -> bool:
+    """Whether a block of this many samples and series is worth packing."""
+    return samples >= PACK_MIN_SAMPLES and samples >= PACK_MIN_PER_SERIES * series

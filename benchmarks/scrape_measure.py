@@ -125,17 +125,23 @@ class Point:
 
 
 def windows(
-    ps: psutil.Process, read_samples: Callable[[], float], warmup_s: float, duration_s: float, count: int = 1
+    ps: psutil.Process, read_samples: Callable[[], float], warmup_s: float, duration_s: float, count: int = 1,
+    rss_samples: list[int] | None = None,
 ) -> list[Point]:
-    """The ``count + 1`` edges of ``count`` back-to-back windows of ``duration_s`` each."""
+    """The ``count + 1`` edges of ``count`` back-to-back windows of ``duration_s`` each; the
+    process's RSS every half second of the last window into ``rss_samples``."""
     # The warmup counts from the first stored sample (Prometheus starts scraping ~5 s after /-/ready).
     deadline = time.monotonic() + 60.0
     while not read_samples() > 0 and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(warmup_s)
     edges = [Point(time.monotonic(), cpu_s(ps), read_samples())]
-    for _ in range(count):
-        time.sleep(duration_s)
+    for i in range(count):
+        end = time.monotonic() + duration_s
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, 0.5))
+            if rss_samples is not None and i == count - 1:
+                rss_samples.append(ps.memory_info().rss)
         edges.append(Point(time.monotonic(), cpu_s(ps), read_samples()))
     return edges
 

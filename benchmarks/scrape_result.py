@@ -21,10 +21,19 @@ class Result:
     scraped: float  # samples read from the targets in the span (successful scrapes x series)
     note: str
     window_cpu_per_m: list[float] = field(default_factory=list)  # CPU s per M stored, window by window
+    # RSS every half second of the last window: merges and checkpoints come and go in it
+    rss_window: list[int] = field(default_factory=list)
+
+    @property
+    def rss_median(self) -> int:
+        """The median RSS over the last window (the RSS at the end where none was sampled)."""
+        ordered = sorted(self.rss_window)
+        return ordered[len(ordered) // 2] if ordered else self.rss
 
     @classmethod
     def over(
-        cls, name: str, edges: list[Point], rss: int, failed_share: float, scraped: float, note: str
+        cls, name: str, edges: list[Point], rss: int, failed_share: float, scraped: float, note: str,
+        rss_window: list[int] | None = None,
     ) -> Result:
         """The result of back-to-back windows from their edges (the figures of the whole span,
         and CPU per million samples stored of each window)."""
@@ -43,6 +52,7 @@ class Result:
             scraped,
             note,
             per_window,
+            list(rss_window or []),
         )
 
     @property
@@ -72,6 +82,10 @@ class Result:
         print(
             f"  RSS at the end                 {self.rss / MIB:10.1f} MiB  ({self.rss / total_series:,.0f} B per scraped series)"
         )
+        if self.rss_window:
+            print(f"  RSS over the last window       {self.rss_median / MIB:10.1f} MiB median, "
+                  f"{min(self.rss_window) / MIB:.1f}..{max(self.rss_window) / MIB:.1f} MiB range "
+                  f"({len(self.rss_window)} readings)")
         print(f"  scrapes failed                 {100 * self.failed_share:10.2f} %")
         if self.note:
             print(f"  {self.note}")

@@ -27,8 +27,9 @@ import numpy.typing as npt
 
 from store.backend import CHUNK_COLUMNS
 from store.codec import ENCODING, encode_segments
-from store.head import NEVER, Frozen
+from store.head import NEVER
 from store.head_blocks import _Block
+from store.head_frozen import Frozen
 from store.head_packed import Block, pack_if_large
 from store.rollup import Frame, merge_rows, regroup
 from store.types import Float64Array, Int64Array

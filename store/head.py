@@ -36,14 +36,14 @@ Invariant the reader relies on: ``head_start <= flushed_until``, so chunks (belo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from store.flat_runs import spread
 from store.head_blocks import _FANIN, Run, _Block, _csr, _level, _merge
-from store.head_packed import Block, PackedBlock, pack_if_large, packable
+from store.head_frozen import Frozen, SealWork
+from store.head_packed import Block, pack_if_large, packable
 from store.types import Float64Array, Int64Array
 
 NEVER = np.iinfo(np.int64).min
@@ -52,57 +52,6 @@ EMPTY = np.iinfo(np.int64).max  # first_ts of a series without samples in the he
 _SEAL_PENDING = 2_000_000  # samples waiting for a read before they are sealed all the same
 _MAX_BLOCKS = 48  # past this, merge everything (only odd size sequences get here)
 _OFFLOAD_PENDING = 3 * _SEAL_PENDING  # pending past this is sealed inline: the merging thread lags
-
-
-class Frozen:
-    """The head's blocks and pending batches at one moment. Neither is ever changed in place
-    (seals, merges and trims build new ones), so a checkpoint can merge them off the store's
-    lock while appends go on."""
-
-    __slots__ = ("blocks", "pending", "ordered")
-
-    def __init__(self, blocks: tuple[Block, ...], pending: tuple[tuple[Int64Array, Int64Array, Float64Array], ...],
-                 ordered: bool) -> None:
-        self.blocks, self.pending, self.ordered = blocks, pending, ordered
-
-    def merged(self, upto: int | None = None) -> _Block:
-        """The blocks (the first ``upto`` of them; all by default) and pending batches as one."""
-        blocks = self.blocks if upto is None else self.blocks[:upto]
-        return _merge([b.run() for b in blocks] + [(*_csr(sid), ts, val) for sid, ts, val in self.pending],
-                      self.ordered)
-
-    def untouched_tail(self, below: Int64Array) -> tuple[Block, ...]:
-        """The newest blocks in which no series has a sample older than ``below[sid]``: a
-        checkpoint that flushes or drops only such samples keeps them as they are, without
-        merging (or unpacking) them."""
-        if self.pending or not self.ordered:
-            return ()
-        first = len(self.blocks)
-        while first > 0:
-            block = self.blocks[first - 1]
-            sids = block.usid
-            inside = sids < len(below)
-            if bool(np.any(block.firsts()[inside] < below[sids[inside]])):
-                break
-            first -= 1
-        return self.blocks[first:]
-
-
-@dataclass(frozen=True)
-class SealWork:
-    """A merge taken from the head to run off the store's lock: the pending batches into a
-    block, or a run of blocks of one size class into one (never both)."""
-
-    pending: tuple[tuple[Int64Array, Int64Array, Float64Array], ...] = ()
-    blocks: tuple[Block, ...] = ()
-    pack: bool = False  # the merged blocks are the head's plain tail, grown large enough to pack
-
-    def merge(self) -> Block:
-        """The merged block (needs no lock: what it reads is never changed in place)."""
-        if self.pending:
-            return _merge([(*_csr(sid), ts, val) for sid, ts, val in self.pending], True)
-        merged = _merge([b.run() for b in self.blocks], True)
-        return PackedBlock(merged) if self.pack else merged
 
 
 class Head:

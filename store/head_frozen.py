@@ -60,4 +60,4 @@ class SealWork:
         if self.pending:
             return _merge([(*_csr(sid), ts, val) for sid, ts, val in self.pending], True)
         merged = _merge([b.run() for b in self.blocks], True)
-        return PackedBlock(merged) if self.pack else merged
+        return PackedBlock(merged) if self.pack and len(merged) else merged

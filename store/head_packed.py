@@ -73,15 +73,17 @@ class _Residuals:
         self.mode, self.pools = mode, pools
         self.at = at.astype(np.int32) if len(residual) < 2**31 else at
 
-    def take(self, k: Int64Array, counts: Int64Array, out_starts: Int64Array, out: Int64Array) -> None:
-        """The residuals of series (positions) ``k`` into ``out`` (zeros), run after run."""
+    def take(self, k: Int64Array, counts: Int64Array, out_starts: Int64Array, out: Int64Array,
+             whole: bool = False) -> None:
+        """The residuals of series (positions) ``k`` into ``out`` (zeros), run after run;
+        ``whole``: ``k`` is every series in order."""
         modes = self.mode[k]
         for m in np.unique(modes).tolist():
             if m == 0:
                 continue
             chosen = modes == m
             pool = self.pools[m - 1]
-            if chosen.all() and len(k) == len(self.mode) and len(pool) == len(out):
+            if whole and chosen.all():
                 out[:] = pool  # every series, all of one width: the pool is the column
                 continue
             n = counts[chosen]
@@ -166,7 +168,7 @@ class PackedBlock:
         return self._n
 
     def run(self) -> Run:
-        ts, val = self._decode(np.arange(len(self.usid), dtype=np.int64))
+        ts, val = self._decode(np.arange(len(self.usid), dtype=np.int64), whole=True)
         return self.usid, self.offs, ts, val
 
     def sid(self) -> Int64Array:
@@ -201,22 +203,23 @@ class PackedBlock:
         return sum(a.nbytes for a in fields) + self._ts.nbytes + self._values.nbytes
 
     # -- decoding ----------------------------------------------------------------------------
-    def _decode(self, k: Int64Array) -> tuple[Int64Array, Float64Array]:
-        """Timestamps and values of the series at positions ``k``, whole, run after run."""
+    def _decode(self, k: Int64Array, whole: bool = False) -> tuple[Int64Array, Float64Array]:
+        """Timestamps and values of the series at positions ``k``, whole, run after run
+        (``whole``: ``k`` is every series, in order)."""
         counts = self.offs[k + 1] - self.offs[k]
         out_starts = starts_of(counts)
         total = int(counts.sum())
         if total == 0:
             return np.empty(0, np.int64), np.empty(0, np.float64)
         ts = np.zeros(total, np.int64)
-        self._ts.take(k, counts, out_starts, ts)
+        self._ts.take(k, counts, out_starts, ts, whole)
         two = counts > 1
         ts[out_starts[two] + 1] = self._first_delta[k[two]]
         segmented_cumsum_inplace(ts, out_starts)  # the deltas
         ts[out_starts] = self._first_ts[k]  # a run's first "delta" is its first timestamp
         segmented_cumsum_inplace(ts, out_starts)
         scaled = np.zeros(total, np.int64)
-        self._values.take(k, counts, out_starts, scaled)
+        self._values.take(k, counts, out_starts, scaled, whole)
         decimals = self._decimals[k]
         raw = decimals < 0
         raw_at = spread(out_starts[raw], counts[raw]) if raw.any() else None

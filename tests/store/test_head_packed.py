@@ -162,3 +162,13 @@ def test_the_heads_reads_are_the_same_whether_its_blocks_are_packed(monkeypatch:
     sid, all_ts, _ = head.columns()
     assert len(sid) == sum(len(v) for v in expected_ts.values())
     assert all_ts[sid == 0].tolist() == expected_ts[0]
+
+
+def test_a_window_asking_for_every_series_in_another_order_gets_each_its_own_samples() -> None:
+    block = _scrape_like_block(6, 50)
+    packed = PackedBlock(block)
+    sids = np.array([5, 3, 0, 1, 4, 2], np.int64)  # every series of the block, out of order
+    counts, ts, val = packed.slices(sids, T0 - 1, T0 + 10**9)
+    want_counts, want_ts, want_val = block.slices(sids, T0 - 1, T0 + 10**9)
+    assert np.array_equal(counts, want_counts) and np.array_equal(ts, want_ts)
+    assert _same_bits(val, want_val)

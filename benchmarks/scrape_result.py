@@ -101,6 +101,10 @@ def print_memory(rss: int, series: float, metrics: list[str]) -> None:
     print(f"  memory at the end: RSS {rss / MIB:.1f} MiB, {series:,.0f} series")
     for part, size in sorted(parts.items(), key=lambda item: -item[1]):
         print(f"    {part:<28} {size / MIB:9.1f} MiB  {size / max(series, 1):8.0f} B/series")
+    head = [float(line.rsplit(" ", 1)[1]) for line in metrics if line.startswith("infermeter_store_head_samples ")]
+    if head and head[0] > 0:
+        in_head = parts.get("head_samples", 0.0) + parts.get("head_samples_packed", 0.0)
+        print(f"    ({head[0]:,.0f} samples in the head: {in_head / head[0]:.2f} B a sample, packed and plain together)")
     rest = rss - sum(parts.values())
     print(f"    {'everything else':<28} {rest / MIB:9.1f} MiB  {rest / max(series, 1):8.0f} B/series "
           "(interpreter and libraries, scrape caches, SQLAlchemy, allocator slack)")

@@ -38,6 +38,9 @@ from store.types import Float64Array, Int64Array
 PACK_MIN_SAMPLES = 1 << 18  # smaller blocks are short-lived: merged again soon
 PACK_MIN_PER_SERIES = 32  # below this the per-series fields (~47 bytes) outweigh the saving
 
+# Samples a single numpy call packs or unpacks when a whole block is: such calls hold the GIL,
+# and a merge or checkpoint thread that held it for 50+ ms at a time stalled appends.
+_SLICE = 1 << 18
 _WIDTHS: tuple[type[np.signedinteger], ...] = (np.int8, np.int16, np.int32, np.int64)  # modes 1..4
 _RAW = -1  # decimals of a series kept as raw float bits
 
@@ -73,22 +76,35 @@ class _Residuals:
         self.mode, self.pools = mode, pools
         self.at = at.astype(np.int32) if len(residual) < 2**31 else at
 
-    def take(self, k: Int64Array, counts: Int64Array, out_starts: Int64Array, out: Int64Array,
-             whole: bool = False) -> None:
-        """The residuals of series (positions) ``k`` into ``out`` (zeros), run after run;
-        ``whole``: ``k`` is every series in order."""
+    def take(self, k: Int64Array, counts: Int64Array, out_starts: Int64Array, out: Int64Array) -> None:
+        """The residuals of series (positions) ``k`` into ``out`` (zeros), run after run."""
         modes = self.mode[k]
         for m in np.unique(modes).tolist():
             if m == 0:
                 continue
             chosen = modes == m
             pool = self.pools[m - 1]
-            if whole and chosen.all():
-                out[:] = pool  # every series, all of one width: the pool is the column
-                continue
             n = counts[chosen]
             src = spread(self.at[k[chosen]].astype(np.int64), n)
             out[spread(out_starts[chosen], n)] = pool[src]
+
+    @classmethod
+    def concat(cls, parts: list[_Residuals]) -> _Residuals:
+        """The residuals of consecutive series ranges as one (each part's pool offsets moved
+        past the parts before it in the same pool)."""
+        if len(parts) == 1:
+            return parts[0]
+        out = cls.__new__(cls)
+        base = np.zeros(5, np.int64)  # per mode, the pool samples of the parts so far
+        ats = []
+        for part in parts:
+            ats.append(part.at.astype(np.int64) + base[part.mode])
+            base[1:] += [len(pool) for pool in part.pools]
+        at = np.concatenate(ats)
+        out.mode = np.concatenate([p.mode for p in parts])
+        out.at = at.astype(np.int32) if int(base.max()) < 2**31 else at
+        out.pools = [np.concatenate([p.pools[m] for p in parts]) for m in range(4)]
+        return out
 
     @property
     def nbytes(self) -> int:
@@ -134,6 +150,41 @@ def _scaled_integers(val: Float64Array, starts: Int64Array, counts: Int64Array) 
     return scaled, decimals
 
 
+def _series_slices(offs: Int64Array) -> list[tuple[int, int]]:
+    """Ranges [a, b) of series positions of about ``_SLICE`` samples each (a series is never
+    cut): packing or unpacking a whole block goes slice by slice."""
+    n_series = len(offs) - 1
+    cuts = np.searchsorted(offs, np.arange(_SLICE, int(offs[-1]), _SLICE), side="right") - 1
+    bounds = sorted({0, n_series, *[int(c) for c in cuts if 0 < c < n_series]})
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def _cat(arrays: list[np.ndarray], dtype: type[np.generic]) -> np.ndarray:
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays).astype(dtype, copy=False)
+
+
+def _pack_series(offs: Int64Array, ts: Int64Array, val: Float64Array) -> tuple[
+        Int64Array, Int64Array, _Residuals, Int64Array, np.ndarray, _Residuals]:
+    """One slice of series packed: first timestamps, first deltas, timestamp residuals, first
+    values, decimals, value residuals (see the module doc)."""
+    starts, counts = offs[:-1], np.diff(offs)
+    first_ts = ts[starts]
+    dod, first_delta = _timestamp_residuals(ts, starts, counts)
+    ts_residuals = _Residuals(dod, starts, counts)
+    del dod
+    scaled, decimals = _scaled_integers(val, starts, counts)
+    raw = decimals < 0
+    first_value = scaled[starts]
+    step = scaled  # differences in place; raw series keep their bits, undifferenced
+    raw_bits = scaled[spread(starts[raw], counts[raw])] if raw.any() else None
+    with np.errstate(over="ignore"):
+        step[1:] = np.diff(scaled)
+    step[starts] = 0
+    if raw_bits is not None:
+        step[spread(starts[raw], counts[raw])] = raw_bits
+    return first_ts, first_delta, ts_residuals, first_value, decimals.astype(np.int8), _Residuals(step, starts, counts, wide=raw)
+
+
 class PackedBlock:
     """A head block (:class:`store.head_blocks._Block`) packed as the module doc says; the
     same reads, decoding what they touch."""
@@ -145,30 +196,24 @@ class PackedBlock:
         usid, offs, ts, val = block.run()
         self.usid, self.offs = usid, offs
         self.min_ts, self.max_ts, self._n = block.min_ts, block.max_ts, len(ts)
-        starts, counts = offs[:-1], np.diff(offs)
-        self._first_ts = ts[starts]
-        dod, self._first_delta = _timestamp_residuals(ts, starts, counts)
-        self._ts = _Residuals(dod, starts, counts)
-        del dod
-        scaled, decimals = _scaled_integers(val, starts, counts)
-        raw = decimals < 0
-        self._first_value = scaled[starts]
-        step = scaled  # differences in place; raw series keep their bits, undifferenced
-        raw_bits = scaled[spread(starts[raw], counts[raw])] if raw.any() else None
-        with np.errstate(over="ignore"):
-            step[1:] = np.diff(scaled)
-        step[starts] = 0
-        if raw_bits is not None:
-            step[spread(starts[raw], counts[raw])] = raw_bits
-        self._decimals = decimals.astype(np.int8)
-        self._values = _Residuals(step, starts, counts, wide=raw)
+        parts = [_pack_series(offs[a : b + 1] - offs[a], ts[offs[a] : offs[b]], val[offs[a] : offs[b]])
+                 for a, b in _series_slices(offs)]
+        self._first_ts = _cat([p[0] for p in parts], np.int64)
+        self._first_delta = _cat([p[1] for p in parts], np.int64)
+        self._ts = _Residuals.concat([p[2] for p in parts])
+        self._first_value = _cat([p[3] for p in parts], np.int64)
+        self._decimals = _cat([p[4] for p in parts], np.int8)
+        self._values = _Residuals.concat([p[5] for p in parts])
 
     # -- the _Block interface ----------------------------------------------------------------
     def __len__(self) -> int:
         return self._n
 
     def run(self) -> Run:
-        ts, val = self._decode(np.arange(len(self.usid), dtype=np.int64), whole=True)
+        ts, val = np.empty(self._n, np.int64), np.empty(self._n, np.float64)
+        for a, b in _series_slices(self.offs):  # slice by slice: see _SLICE
+            lo, hi = int(self.offs[a]), int(self.offs[b])
+            ts[lo:hi], val[lo:hi] = self._decode(np.arange(a, b, dtype=np.int64))
         return self.usid, self.offs, ts, val
 
     def sid(self) -> Int64Array:
@@ -203,23 +248,22 @@ class PackedBlock:
         return sum(a.nbytes for a in fields) + self._ts.nbytes + self._values.nbytes
 
     # -- decoding ----------------------------------------------------------------------------
-    def _decode(self, k: Int64Array, whole: bool = False) -> tuple[Int64Array, Float64Array]:
-        """Timestamps and values of the series at positions ``k``, whole, run after run
-        (``whole``: ``k`` is every series, in order)."""
+    def _decode(self, k: Int64Array) -> tuple[Int64Array, Float64Array]:
+        """Timestamps and values of the series at positions ``k``, whole, run after run."""
         counts = self.offs[k + 1] - self.offs[k]
         out_starts = starts_of(counts)
         total = int(counts.sum())
         if total == 0:
             return np.empty(0, np.int64), np.empty(0, np.float64)
         ts = np.zeros(total, np.int64)
-        self._ts.take(k, counts, out_starts, ts, whole)
+        self._ts.take(k, counts, out_starts, ts)
         two = counts > 1
         ts[out_starts[two] + 1] = self._first_delta[k[two]]
         segmented_cumsum_inplace(ts, out_starts)  # the deltas
         ts[out_starts] = self._first_ts[k]  # a run's first "delta" is its first timestamp
         segmented_cumsum_inplace(ts, out_starts)
         scaled = np.zeros(total, np.int64)
-        self._values.take(k, counts, out_starts, scaled, whole)
+        self._values.take(k, counts, out_starts, scaled)
         decimals = self._decimals[k]
         raw = decimals < 0
         raw_at = spread(out_starts[raw], counts[raw]) if raw.any() else None

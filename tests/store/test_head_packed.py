@@ -3,6 +3,9 @@ plain block, and the head's reads unchanged when its large blocks are packed."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -68,11 +71,23 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return a.dtype == b.dtype and np.array_equal(a.view(np.int64), b.view(np.int64))
 
 
+@contextmanager
+def _slices_of(samples: int) -> Iterator[None]:
+    """Whole blocks packed and unpacked ``samples`` at a time (many slices in a small block)."""
+    saved = head_packed._SLICE
+    head_packed._SLICE = samples
+    try:
+        yield
+    finally:
+        head_packed._SLICE = saved
+
+
 @settings(max_examples=300, deadline=None)
-@given(blocks())
-def test_a_packed_block_gives_back_every_sample_bit_for_bit(block: _Block) -> None:
-    packed = PackedBlock(block)
-    usid, offs, ts, val = packed.run()
+@given(blocks(), st.sampled_from([1, 5, 37, 1 << 18]))
+def test_a_packed_block_gives_back_every_sample_bit_for_bit(block: _Block, slice_samples: int) -> None:
+    with _slices_of(slice_samples):
+        packed = PackedBlock(block)
+        usid, offs, ts, val = packed.run()
     assert np.array_equal(usid, block.usid) and np.array_equal(offs, block.offs)
     assert np.array_equal(ts, block.ts)
     assert _same_bits(val, block.val)
@@ -83,7 +98,8 @@ def test_a_packed_block_gives_back_every_sample_bit_for_bit(block: _Block) -> No
 @settings(max_examples=300, deadline=None)
 @given(blocks(), st.data())
 def test_a_packed_block_answers_windows_as_the_plain_block_does(block: _Block, data: st.DataObject) -> None:
-    packed = PackedBlock(block)
+    with _slices_of(data.draw(st.sampled_from([1, 23, 1 << 18]))):
+        packed = PackedBlock(block)
     # ids asked: present and absent ones, in any order
     sids = np.array(data.draw(st.lists(st.integers(0, 40), min_size=1, max_size=15, unique=True)), np.int64)
     start = data.draw(st.integers(block.min_ts - 10, block.max_ts + 10))

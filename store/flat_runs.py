@@ -58,12 +58,7 @@ class SeriesRuns:
 def segmented_cumsum(values: Int64Array, lengths: Int64Array) -> Int64Array:
     """Running sums restarting at every run (runs of ``lengths``, some possibly empty). Sums
     may wrap in int64 on the way; the per-run differences are still exact (modulo 2**64)."""
-    if not len(values):
-        return values.copy()
-    with np.errstate(over="ignore"):
-        running: Int64Array = np.cumsum(values)
-        out: Int64Array = running - np.repeat(_prefix_before(running, lengths), lengths)
-        return out
+    return segmented_cumsum_inplace(values.copy(), starts_of(lengths)[lengths > 0])
 
 
 def segmented_cumsum_inplace(values: Int64Array, starts: Int64Array) -> Int64Array:

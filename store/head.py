@@ -71,7 +71,7 @@ class Head:
         # Set where a background thread merges (store.background): seals and merges that are
         # due are then asked of it instead of run inline, under the lock, in an append.
         self.offload: Callable[[], None] | None = None
-        self._pinned: Frozen | None = None  # see frozen()
+        self._pinned: Frozen | None = None  # see pin()
 
     # -- bookkeeping -----------------------------------------------------------------------
     @property

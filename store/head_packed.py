@@ -30,19 +30,18 @@ from typing import TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from store.codec_parts import decimals_per_segment
+from store.codec_parts import decimals_per_segment, timestamp_dods
 from store.flat_runs import segmented_cumsum_inplace, spread, starts_of
 from store.head_blocks import Run, _Block
 from store.types import Float64Array, Int64Array
 
 PACK_MIN_SAMPLES = 1 << 18  # smaller blocks are short-lived: merged again soon
-PACK_MIN_PER_SERIES = 32  # below this the per-series fields (~47 bytes) outweigh the saving
+PACK_MIN_PER_SERIES = 32  # below this the per-series fields (~63 bytes) outweigh the saving
 
 # Samples a single numpy call packs or unpacks when a whole block is: such calls hold the GIL,
 # and a merge or checkpoint thread that held it for 50+ ms at a time stalled appends.
 _SLICE = 1 << 18
 _WIDTHS: tuple[type[np.signedinteger], ...] = (np.int8, np.int16, np.int32, np.int64)  # modes 1..4
-_RAW = -1  # decimals of a series kept as raw float bits
 
 
 class _Residuals:
@@ -111,21 +110,6 @@ class _Residuals:
         return self.mode.nbytes + self.at.nbytes + sum(p.nbytes for p in self.pools)
 
 
-def _timestamp_residuals(ts: Int64Array, starts: Int64Array, counts: Int64Array) -> tuple[Int64Array, Int64Array]:
-    """Per sample the delta-of-delta, zero at each series' first two samples; and per series its
-    first delta (zero for a series of one sample)."""
-    n = len(ts)
-    dod = np.zeros(n, np.int64)
-    np.subtract(ts[1:], ts[:-1], out=dod[1:])  # deltas (wrong at each series' start: zeroed below)
-    two = counts > 1
-    first_delta = np.zeros(len(starts), np.int64)
-    first_delta[two] = dod[starts[two] + 1]
-    dod[1:] = np.diff(dod)
-    dod[starts] = 0
-    dod[starts[two] + 1] = 0
-    return dod, first_delta
-
-
 def _scaled_integers(val: Float64Array, starts: Int64Array, counts: Int64Array) -> tuple[Int64Array, Int64Array]:
     """Per sample the value as an integer once scaled by its series' 10**decimals, or its raw
     bits (decimals -1) where no scale up to the chunk codec's maximum makes every value of the
@@ -169,7 +153,11 @@ def _pack_series(offs: Int64Array, ts: Int64Array, val: Float64Array) -> tuple[
     values, decimals, value residuals (see the module doc)."""
     starts, counts = offs[:-1], np.diff(offs)
     first_ts = ts[starts]
-    dod, first_delta = _timestamp_residuals(ts, starts, counts)
+    dod = timestamp_dods(ts, starts)  # the first delta at each series' second sample: kept apart
+    second = starts[counts > 1] + 1
+    first_delta = np.zeros(len(starts), np.int64)
+    first_delta[counts > 1] = dod[second]
+    dod[second] = 0
     ts_residuals = _Residuals(dod, starts, counts)
     del dod
     scaled, decimals = _scaled_integers(val, starts, counts)
@@ -283,7 +271,7 @@ class PackedBlock:
 Block: TypeAlias = "_Block | PackedBlock"  # what the head's block list holds
 
 
-def pack_if_large(block: _Block | PackedBlock) -> _Block | PackedBlock:
+def pack_if_large(block: Block) -> Block:
     """``block`` packed where that pays (see the module doc), else as it is."""
     if isinstance(block, PackedBlock) or not packable(len(block), len(block.usid)):
         return block

@@ -11,13 +11,18 @@ had to take the lock, one after the other, to learn that it was done. Each of th
 whole commit behind the lock, so the commits stayed small -- with eight senders on PostgreSQL
 half the groups held one batch and 16,000 appends needed 7,364 commits.
 
-Under a single appender nothing changes. Results are per batch: the samples of the group carry
-their batch's index through validation.
+A leader first waits, briefly, for as many batches as the last group held (:meth:`AppendQueue.gather`,
+PostgreSQL's ``commit_delay``): those a group settled come back one by one, and without the wait
+the first of them committed alone or with half of them.
+
+Under a single appender nothing changes: its groups hold one batch, so it never waits. Results
+are per batch: the samples of the group carry their batch's index through validation.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -62,17 +67,44 @@ class Pending:
 
 
 class AppendQueue:
-    def __init__(self) -> None:
+    """``gather_s``: the longest a leader waits for the rest of a group (see :meth:`gather`)."""
+
+    def __init__(self, gather_s: float = 0.001, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)  # a put wakes a gathering leader
         self._waiting: list[Pending] = []
         self._turn = threading.Condition()  # a leader's end wakes the appenders waiting here
         self._leading = False
+        self.gather_s = gather_s
+        self._clock = clock
+        self._last_group = 0
 
     def put(self, batch: SampleBatch) -> Pending:
         pending = Pending(batch)
         with self._lock:
             self._waiting.append(pending)
+            self._arrived.notify()
         return pending
+
+    def gather(self) -> None:
+        """Commit delay, as PostgreSQL's ``commit_delay``: wait (at most ``gather_s``) until as
+        many batches are queued as the last group held. Alone, the last group held one, so a
+        single appender never waits.
+
+        Why: the appenders a group settles return together, build their next batches and
+        append again, while the next leader -- one that came during the commit -- already
+        takes what is queued. Without the wait the groups halve: eight PostgreSQL senders
+        committed 16,000 batches in 3,749 groups of four on average, each paying a commit."""
+        target = self._last_group
+        if target < 2:
+            return
+        deadline = self._clock() + self.gather_s
+        with self._arrived:
+            while len(self._waiting) < target:
+                left = deadline - self._clock()
+                if left <= 0:
+                    return
+                self._arrived.wait(left)
 
     def take(self) -> list[Pending]:
         """Every batch waiting, oldest first (the leader, holding the store's lock)."""
@@ -94,8 +126,11 @@ class AppendQueue:
         group: list[Pending] = []
         error: BaseException | None = None
         try:
+            if not reentrant:
+                self.gather()
             with lock:
                 group = self.take()
+                self._last_group = len(group)
                 write(group)
         except BaseException as exc:
             error = exc

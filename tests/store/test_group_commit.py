@@ -12,6 +12,8 @@ import pytest
 from sqlalchemy import text
 
 from store import Reader, RejectReason, SampleBatch, Selector, SeriesKey, StoreOptions
+from store.append_result import AppendResult
+from store.group_commit import AppendQueue, Pending
 from tests.conftest import T0, StoreFactory
 
 
@@ -226,3 +228,83 @@ def test_an_append_under_the_store_lock_writes_at_once_while_a_leader_waits_for_
     assert _wal_rows(store) == 1  # both in the one write made under the held lock
     got = {s.key.get("gpu"): s.values.tolist() for s in Reader(store).raw(Selector("gpu_util"), 0, 2**62)}
     assert got == {"0": [1.0], "1": [2.0]}
+
+
+def _one(gpu: int, ts: int = T0) -> SampleBatch:
+    return SampleBatch.one_per_key([SeriesKey.of("gpu_util", gpu=str(gpu))], ts, np.asarray([float(gpu)]))
+
+
+def test_after_a_group_the_next_leader_waits_for_as_many_batches(make_store: StoreFactory) -> None:
+    """Commit delay: the senders a group settled append again one by one; the first of them
+    leads and waits for the others instead of committing alone (the groups halved without it)."""
+    store = make_store(StoreOptions())
+    store._queue.gather_s = 30.0  # only the batches' arrival ends the wait here
+    _run_queued(store, store.lock, [threading.Thread(target=store.append, args=(_one(g),)) for g in range(4)])
+    assert _wal_rows(store) == 1
+    late = [threading.Thread(target=store.append, args=(_one(g, T0 + 1000),)) for g in range(4)]
+    for thread in late:  # they arrive apart, each well after the last one's commit would have ended
+        thread.start()
+        time.sleep(0.05)
+    for thread in late:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in late)
+    assert _wal_rows(store) == 2  # one more commit for all four
+    got = {s.key.get("gpu"): s.values.tolist() for s in Reader(store).raw(Selector("gpu_util"), 0, 2**62)}
+    assert got == {str(g): [float(g)] * 2 for g in range(4)}
+
+
+class _SpyClock:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> float:
+        self.calls += 1
+        return time.monotonic()
+
+
+def test_a_lone_appender_waits_at_most_once_and_never_alone(make_store: StoreFactory) -> None:
+    store = make_store(StoreOptions())
+    spy = _SpyClock()
+    store._queue._clock = spy
+    store._queue.gather_s = 0.05
+    for i in range(3):  # alone from the start: no wait at all
+        assert store.append(_one(0, T0 + i)).accepted == 1
+    assert spy.calls == 0
+    _run_queued(store, store.lock, [threading.Thread(target=store.append, args=(_one(g, T0 + 10),)) for g in range(3)])
+    started = time.monotonic()
+    assert store.append(_one(0, T0 + 20)).accepted == 1  # the group of three is gone: waits in vain once
+    assert spy.calls > 0 and time.monotonic() - started < 10
+    calls = spy.calls
+    assert store.append(_one(0, T0 + 30)).accepted == 1  # its own group held one: no wait
+    assert spy.calls == calls
+    assert _wal_rows(store) == 3 + 1 + 2
+
+
+def test_the_wait_for_the_group_never_holds_the_store_lock() -> None:
+    """A gathering leader waits on the queue, not under the store's lock: those it waits for
+    can still be queued behind it, and readers and checkpoints are not held up."""
+    queue = AppendQueue(gather_s=30.0)
+    queue._last_group = 2
+    lock = threading.RLock()
+    written: list[int] = []
+    first = queue.put(_one(1))
+    lock_free_while_gathering: list[bool] = []
+
+    def second() -> None:
+        time.sleep(0.05)
+        got = lock.acquire(blocking=False)
+        lock_free_while_gathering.append(got)
+        if got:
+            lock.release()
+        queue.put(_one(2))
+
+    def write(group: list[Pending]) -> None:
+        written.append(len(group))
+        for pending in group:
+            pending.succeed(AppendResult())
+
+    helper = threading.Thread(target=second)
+    helper.start()
+    queue.wait_or_write(first, lock, write)
+    helper.join(10)
+    assert lock_free_while_gathering == [True] and written == [2]

@@ -23,7 +23,7 @@ class SqliteSizes:
     chunk_payload: int  # SUM(length(data))
     chunk_samples: int
     chunk_rows: int
-    rollup_rows: dict[int, int]  # resolution_ms -> rows
+    rollup_rows: dict[int, tuple[int, int]]  # resolution_ms -> (span rows, buckets)
     chunk_overflow: tuple[int, int, int] | None  # overflow pages of chunks: (count, bytes, unused bytes)
     exact: bool  # dbstat was available
 
@@ -33,9 +33,12 @@ def sqlite_sizes(path: Path) -> SqliteSizes:
     conn.execute("VACUUM")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     payload, samples, rows = conn.execute("SELECT SUM(length(data)), SUM(n), COUNT(*) FROM chunks").fetchone()
-    rollup_rows = dict(
-        conn.execute("SELECT resolution_ms, COUNT(*) FROM rollups GROUP BY resolution_ms").fetchall()
-    )
+    rollup_rows = {
+        int(res): (int(rows), int(buckets))
+        for res, rows, buckets in conn.execute(
+            "SELECT resolution_ms, COUNT(*), SUM(n) FROM rollup_spans GROUP BY resolution_ms"
+        )
+    }
     overflow: tuple[int, int, int] | None = None
     try:
         trees = {
@@ -49,8 +52,9 @@ def sqlite_sizes(path: Path) -> SqliteSizes:
         overflow = (int(count), int(pages), int(unused))
         exact = True
     except sqlite3.OperationalError:
-        # No dbstat: the payload plus a rough per-row overhead; rollups at ~9 bytes a column.
-        trees = {"chunks": int(payload) + 40 * int(rows), "rollups": 90 * sum(rollup_rows.values())}
+        # No dbstat: the payload plus a rough per-row overhead; a rollup bucket is a 56-byte record.
+        trees = {"chunks": int(payload) + 40 * int(rows),
+                 "rollup_spans": sum(40 * n + 56 * buckets for n, buckets in rollup_rows.values())}
         exact = False
     conn.close()
     return SqliteSizes(
@@ -105,7 +109,7 @@ def bench_bytes(db_path: Path, fleet: Fleet, tmp: Path, use_vm: bool) -> list[st
         print(f"WARNING: chunks hold {samples:,} samples, {fleet.samples:,} were appended")
     per = 1 / samples
     chunk_pages = sizes.trees["chunks"]
-    rollups = sizes.trees.get("rollups", 0)
+    rollups = sum(size for name, size in sizes.trees.items() if "rollup_spans" in name)
     series = sum(size for name, size in sizes.trees.items() if "series" in name)
     source = "dbstat pages" if sizes.exact else "estimate (no dbstat)"
     print(
@@ -122,7 +126,7 @@ def bench_bytes(db_path: Path, fleet: Fleet, tmp: Path, use_vm: bool) -> list[st
     print(
         f"  ix_chunks_end_ms index                      {sizes.trees.get('ix_chunks_end_ms', 0) * per:7.3f} B/sample"
     )
-    rows = ", ".join(f"{res // 1000}s: {n:,} rows" for res, n in sorted(sizes.rollup_rows.items()))
+    rows = ", ".join(f"{res // 1000}s: {b:,} buckets in {n:,} spans" for res, (n, b) in sorted(sizes.rollup_rows.items()))
     print(f"  rollups ({rows})".ljust(46) + f"{rollups * per:7.3f} B/sample")
     print(f"  series table and its indexes                {series * per:7.3f} B/sample")
     print(

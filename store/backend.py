@@ -8,20 +8,12 @@ SQLite gets ``executemany`` in one transaction; PostgreSQL gets binary ``COPY``.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
-
-import numpy as np
-
-from store.rollup import FIELDS, Frame
 
 Row = Sequence[Any]
 
 CHUNK_COLUMNS = ("series_id", "start_ms", "end_ms", "n", "encoding", "data")
-ROLLUP_COLUMNS = (
-    "resolution_ms", "series_id", "bucket_ms", "count", "sum", "min", "max", "first", "last", "inc"
-)
 SERIES_COLUMNS = ("metric", "labels", "label_hash", "created_ms")
 
 
@@ -34,11 +26,6 @@ class Backend(Protocol):
     def insert_wal(self, cur: Any, created_ms: int, n: int, payload: bytes) -> int: ...
 
     def bulk_insert(self, cur: Any, table: str, columns: Sequence[str], rows: Iterable[Row]) -> None: ...
-
-    def insert_rollups(self, cur: Any, resolution_ms: int, frame: Frame) -> None: ...
-
-
-_ROWS_PER_STATEMENT = 100  # x 9 parameters, far below SQLite's limit of 32766
 
 
 class SqliteBackend:
@@ -62,27 +49,6 @@ class SqliteBackend:
         marks = ", ".join("?" * len(columns))
         quoted = ", ".join(f'"{c}"' for c in columns)
         cur.executemany(f"INSERT INTO {table} ({quoted}) VALUES ({marks})", rows)
-
-    def insert_rollups(self, cur: Any, resolution_ms: int, frame: Frame) -> None:
-        # Many rows per statement: a third cheaper than one row per step, because SQLite's
-        # per-statement work (step, reset, clear bindings) is what remains after binding.
-        n = len(frame)
-        if n == 0:
-            return
-        columns = [getattr(frame, name).tolist() for name in FIELDS]
-        flat = list(itertools.chain.from_iterable(zip(*columns)))
-        width = len(FIELDS)
-        row = f"({int(resolution_ms)}, {', '.join('?' * width)})"
-        head = f"INSERT INTO rollups ({', '.join(_quoted(ROLLUP_COLUMNS))}) VALUES "
-        full = n // _ROWS_PER_STATEMENT * _ROWS_PER_STATEMENT
-        if full:
-            step = _ROWS_PER_STATEMENT * width
-            cur.executemany(
-                head + ", ".join([row] * _ROWS_PER_STATEMENT),
-                (flat[i : i + step] for i in range(0, full * width, step)),
-            )
-        if full < n:
-            cur.execute(head + ", ".join([row] * (n - full)), flat[full * width :])
 
 
 class PostgresBackend:
@@ -116,22 +82,6 @@ class PostgresBackend:
             for row in rows:
                 copy.write_row(row)
 
-    def insert_rollups(self, cur: Any, resolution_ms: int, frame: Frame) -> None:
-        """Binary COPY built by numpy in one go: every rollup field has a fixed width."""
-        n = len(frame)
-        if n == 0:
-            return
-        rows = np.empty(n, dtype=_PG_ROLLUP_ROW)
-        rows["nfields"] = len(ROLLUP_COLUMNS)
-        for name, _ in _PG_ROLLUP_FIELDS:
-            rows[f"{name}_len"] = 4 if name in ("resolution_ms", "count") else 8
-        rows["resolution_ms"] = resolution_ms
-        for name in FIELDS:
-            rows[name] = getattr(frame, name)
-        body = _PG_COPY_HEADER + rows.tobytes() + b"\xff\xff"
-        with cur.copy(f"COPY rollups ({', '.join(_quoted(ROLLUP_COLUMNS))}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.write(body)
-
 
 _PG_TYPES = {
     ("chunks", "series_id"): "int8",
@@ -140,32 +90,13 @@ _PG_TYPES = {
     ("chunks", "n"): "int4",
     ("chunks", "encoding"): "int2",
     ("chunks", "data"): "bytea",
-    ("rollups", "resolution_ms"): "int4",
-    ("rollups", "series_id"): "int8",
-    ("rollups", "bucket_ms"): "int8",
-    ("rollups", "count"): "int4",
-    **{("rollups", c): "float8" for c in ("sum", "min", "max", "first", "last", "inc")},
+    ("rollup_spans", "resolution_ms"): "int4",
+    ("rollup_spans", "series_id"): "int8",
+    ("rollup_spans", "first_ms"): "int8",
+    ("rollup_spans", "last_ms"): "int8",
+    ("rollup_spans", "n"): "int4",
+    ("rollup_spans", "payload"): "bytea",
 }
-
-
-def _quoted(columns: Sequence[str]) -> list[str]:
-    return [f'"{c}"' for c in columns]
-
-
-# PostgreSQL's binary COPY: a signature, flags and header extension, then per row a 16-bit
-# field count and per field a 32-bit length and the value, all big-endian.
-_PG_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x00"
-_PG_ROLLUP_FIELDS = [
-    ("resolution_ms", ">i4"),
-    ("sid", ">i8"),
-    ("bucket", ">i8"),
-    ("count", ">i4"),
-    *((name, ">f8") for name in ("sum", "min", "max", "first", "last", "inc")),
-]
-_PG_ROLLUP_ROW = np.dtype(
-    [("nfields", ">i2")]
-    + [item for name, kind in _PG_ROLLUP_FIELDS for item in ((f"{name}_len", ">i4"), (name, kind))]
-)
 
 
 def backend_for(dialect_name: str) -> Backend:

@@ -1,7 +1,7 @@
 """Checkpoint: head samples below each series' cutoff become chunks and rollups, atomically.
 
-One transaction writes the chunks, folds the rollups (merging the rare bucket that an
-earlier, unaligned flush already started) and deletes the write-ahead rows whose samples are
+One transaction writes the chunks, folds the rollups into spans (:mod:`store.rollup_spans`;
+merging the rare bucket that an earlier, unaligned flush already started) and deletes the write-ahead rows whose samples are
 all flushed by then (:mod:`store.wal_ledger`; a row with any sample left stays whole). Either
 all of it commits or none of it does, so after a crash at any point the write-ahead table plus
 the chunks hold every sample, and replay takes from the write-ahead rows only what is past
@@ -32,6 +32,7 @@ from store.head_blocks import _Block
 from store.head_frozen import Frozen
 from store.head_packed import Block, pack_if_large
 from store.rollup import Frame, merge_rows, regroup
+from store.rollup_spans import SPAN_COLUMNS, span_rows, split_last
 from store.types import Float64Array, Int64Array
 
 if TYPE_CHECKING:
@@ -265,15 +266,16 @@ def _flush_slice(
         overlap = frame.take(np.flatnonzero(frame.bucket < head.flushed_until[frame.sid]))
         if len(overlap):
             frame = _merge_existing(store, cur, resolution, frame, overlap)
-        store.backend.insert_rollups(cur, resolution, frame)
+        store.backend.bulk_insert(cur, "rollup_spans", SPAN_COLUMNS, span_rows(resolution, frame, rng))
         written.append((resolution, frame, overlap))
     return written
 
 
 def _merge_existing(store: TimeSeriesStore, cur: Any, resolution: int, frame: Frame, overlap: Frame) -> Frame:
-    """Fold stored rows of the overlapping buckets into ``frame`` and delete them."""
+    """Fold the stored overlapping buckets into ``frame``: each is the last bucket of its
+    series' latest span, which is written again without it (or deleted, if that was all)."""
     p = store.backend.param
-    existing: list[tuple[Any, ...]] = []
+    found: list[tuple[Any, ...]] = []
     # Buckets split by a flush are the same bucket for many series at once: one statement per
     # bucket and batch of series, not one per series.
     by_bucket: dict[int, list[int]] = {}
@@ -283,23 +285,15 @@ def _merge_existing(store: TimeSeriesStore, cur: Any, resolution: int, frame: Fr
         for start in range(0, len(sids), 500):
             group = sids[start : start + 500]
             marks = ", ".join([p] * len(group))
-            where = f"resolution_ms = {p} AND bucket_ms = {p} AND series_id IN ({marks})"
-            cur.execute(
-                f'SELECT series_id, bucket_ms, "count", "sum", "min", "max", "first", "last", inc '
-                f"FROM rollups WHERE {where}",
-                (resolution, bucket, *group),
-            )
+            where = f"resolution_ms = {p} AND last_ms = {p} AND series_id IN ({marks})"
+            cur.execute(f"SELECT series_id, first_ms, n, payload FROM rollup_spans WHERE {where}",
+                        (resolution, bucket, *group))
             rows = [tuple(r) for r in cur.fetchall()]
             if rows:
-                existing.extend(rows)
-                cur.execute(f"DELETE FROM rollups WHERE {where}", (resolution, bucket, *group))
-    if not existing:
+                found.extend(rows)
+                cur.execute(f"DELETE FROM rollup_spans WHERE {where}", (resolution, bucket, *group))
+    if not found:
         return frame
-    cols = list(zip(*existing))
-    old = Frame(
-        np.asarray(cols[0], np.int64),
-        np.asarray(cols[1], np.int64),
-        np.asarray(cols[2], np.int64),
-        *(np.asarray(c, np.float64) for c in cols[3:]),
-    )
+    old, kept = split_last(found, resolution)
+    store.backend.bulk_insert(cur, "rollup_spans", SPAN_COLUMNS, kept)
     return merge_rows(old, frame, resolution)

@@ -27,7 +27,7 @@ from store.head import NEVER
 from store.quantile import bucket_quantile, parse_le
 from store.rollup import Frame, increases, regroup
 from store.rollup_cache import split_by_series
-from store.rollup_reads import NEEDS, batches, cached_rollups, fetch_rows, sql_folded_rollups
+from store.rollup_reads import NEEDS, batches, cached_rollups, fetch_rows, span_frame
 from store.series_index import Selector
 from store.tsdb import HeadSnapshot, TimeSeriesStore
 from store.types import Float64Array, Int64Array, SeriesKey, is_stale_marker
@@ -229,8 +229,8 @@ class Reader:
                 if self.store.rollup_cache.enabled:
                     per_series = cached_rollups(self.store, sid_list, resolution, start_ms, end_ms)
                 else:
-                    rolled = sql_folded_rollups(self.store, sids, resolution, start_ms, end_ms, step, fn)
-                    per_series = split_by_series(rolled, sid_list)
+                    per_series = split_by_series(span_frame(self.store, sid_list, resolution, start_ms, end_ms),
+                                                 sid_list)
                 if self.store.publish_gate.settled(sids, snap.flushed_until):
                     break
         else:

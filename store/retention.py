@@ -1,4 +1,4 @@
-"""Retention: drop raw chunks and rollups older than their resolution's window (raw chunks
+"""Retention: drop raw chunks and rollup spans older than their resolution's window (raw chunks
 only without a cold tier: with one they move there, and its own retention drops them)."""
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ def apply_retention(store: TimeSeriesStore, now_ms: int) -> dict[str, int]:
             deleted["chunks"] = max(cur.rowcount, 0)
         for resolution in opts.rollup_resolutions_ms:
             horizon = now_ms - opts.rollup_retention_ms[resolution]
+            # Whole spans only: a span's older buckets stay until its newest is out too (at
+            # most a chunk range); reads never go past retention (store.reader's tier choice).
             cur.execute(
-                f"DELETE FROM rollups WHERE resolution_ms = {p} AND bucket_ms <= {p}",
+                f"DELETE FROM rollup_spans WHERE resolution_ms = {p} AND last_ms <= {p}",
                 (resolution, horizon - resolution),
             )
             deleted[f"rollups_{resolution}"] = max(cur.rowcount, 0)

@@ -6,8 +6,9 @@ Tables (all timestamps integer milliseconds UTC):
 * ``wal``      — write-ahead: one row per acknowledged batch, columnar payload, no per-series
                  index, so appending costs one small insert and one commit.
 * ``chunks``   — per series, compressed blocks of samples (see :mod:`store.codec`).
-* ``rollups``  — per series and bucket at each rollup resolution: count, sum, min, max,
-                 first, last and the reset-corrected increase inside the bucket.
+* ``rollup_spans`` — per series, rollup resolution and chunk range flushed, the buckets'
+                 count, sum, min, max, first, last and reset-corrected increase inside each
+                 (see :mod:`store.rollup_spans`).
 * ``cold_files`` — Parquet files of chunks moved to the cold tier.
 
 Later parts of the service add their own tables to :data:`metadata`.
@@ -18,7 +19,6 @@ from __future__ import annotations
 from sqlalchemy import (
     BigInteger,
     Column,
-    Double,
     Index,
     Integer,
     LargeBinary,
@@ -77,22 +77,20 @@ chunks = Table(
     Index("ix_chunks_end_ms", "end_ms"),
 )
 
-rollups = Table(
-    "rollups",
+# Rollups, as spans of buckets (store.rollup_spans): one row per series, resolution and chunk
+# range flushed, the buckets' aggregates packed in ``payload``. A row per bucket made the
+# rollups most of a checkpoint's rows and of the file.
+rollup_spans = Table(
+    "rollup_spans",
     metadata,
     Column("resolution_ms", Integer, primary_key=True, autoincrement=False),
     Column("series_id", BigInteger, primary_key=True, autoincrement=False),
-    Column("bucket_ms", BigInteger, primary_key=True, autoincrement=False),
-    Column("count", Integer, nullable=False),
-    Column("sum", Double, nullable=False),
-    Column("min", Double, nullable=False),
-    Column("max", Double, nullable=False),
-    Column("first", Double, nullable=False),
-    Column("last", Double, nullable=False),
-    Column("inc", Double, nullable=False),
-    # No secondary index: it would add a third of the cost of every checkpoint, while
-    # retention (the only reader by time alone) runs every few minutes and can scan.
-    sqlite_with_rowid=False,
+    Column("first_ms", BigInteger, primary_key=True, autoincrement=False),  # first bucket's start
+    Column("last_ms", BigInteger, nullable=False),  # last bucket's start
+    Column("n", Integer, nullable=False),  # buckets
+    Column("payload", LargeBinary, nullable=False),
+    # No secondary index: retention (the only reader by time alone) runs every few minutes
+    # and can scan.
 )
 
 # The cold tier (store.cold_tier): one row per Parquet file of chunks moved out of ``chunks``.
@@ -111,5 +109,3 @@ cold_files = Table(
     Column("created_ms", BigInteger, nullable=False),
     Index("ix_cold_files_end_ms", "end_ms"),
 )
-
-ROLLUP_COLUMNS = ("count", "sum", "min", "max", "first", "last", "inc")

@@ -290,10 +290,10 @@ def test_retention_drops_old_chunks_and_rollups(make_store: StoreFactory, clock:
     with store.engine.connect() as conn:
         chunk_starts = [r[0] for r in conn.execute(select(schema.chunks.c.start_ms))]
         minute_rows = conn.execute(
-            select(func.min(schema.rollups.c.bucket_ms)).where(schema.rollups.c.resolution_ms == MIN)
+            select(func.min(schema.rollup_spans.c.first_ms)).where(schema.rollup_spans.c.resolution_ms == MIN)
         ).scalar_one()
         hour_rows = conn.execute(
-            select(func.min(schema.rollups.c.bucket_ms)).where(schema.rollups.c.resolution_ms == HOUR)
+            select(func.min(schema.rollup_spans.c.first_ms)).where(schema.rollup_spans.c.resolution_ms == HOUR)
         ).scalar_one()
     assert min(chunk_starts) >= T0 + 3 * day - 2 * HOUR
     assert minute_rows >= T0 + 2 * day

@@ -43,6 +43,10 @@ class StoreOptions:
     # Active series (written or created within idle_flush_ms) the store takes; a new series
     # beyond it is refused ("series_limit") and its samples with it. 0: no limit.
     max_series: int = 0
+    # close(flush=True) checkpoints the whole head (True) or only what is due (False). Everything
+    # acknowledged is already in the write-ahead rows either way; a whole head of a fleet
+    # scraped every second took longer to encode than a service manager waits for a stop.
+    checkpoint_on_close: bool = True
     # PostgreSQL: checkpoints on their own connection and thread, off the append path
     # (store.background). Off here so that a bare store flushes inline and predictably;
     # the service turns it on (store.background_checkpoints).

@@ -152,8 +152,8 @@ class TimeSeriesStore:
             self.background = None
         with self.lock:
             if self._conn is not None:
-                if flush:
-                    self.checkpoint(force=True)
+                if flush:  # what is not checkpointed stays in write-ahead rows, replayed at open
+                    self.checkpoint(force=self.options.checkpoint_on_close)
                 self._conn.close()
                 self._conn = None
 

@@ -1,8 +1,8 @@
 """Checkpoint: head samples below each series' cutoff become chunks and rollups, atomically.
 
 One transaction writes the chunks, folds the rollups into spans (:mod:`store.rollup_spans`;
-merging the rare bucket that an earlier, unaligned flush already started) and deletes the write-ahead rows whose samples are
-all flushed by then (:mod:`store.wal_ledger`; a row with any sample left stays whole). Either
+merging the rare bucket that an earlier, unaligned flush already started) and deletes the
+write-ahead rows whose samples are all flushed by then (:mod:`store.wal_ledger`; a row with any sample left stays whole). Either
 all of it commits or none of it does, so after a crash at any point the write-ahead table plus
 the chunks hold every sample, and replay takes from the write-ahead rows only what is past
 the chunks: every sample is read exactly once. (A background checkpoint on SQLite commits each

@@ -2,12 +2,12 @@
 
 One transaction writes the chunks, folds the rollups into spans (:mod:`store.rollup_spans`;
 merging the rare bucket that an earlier, unaligned flush already started) and deletes the
-write-ahead rows whose samples are all flushed by then (:mod:`store.wal_ledger`; a row with any sample left stays whole). Either
-all of it commits or none of it does, so after a crash at any point the write-ahead table plus
-the chunks hold every sample, and replay takes from the write-ahead rows only what is past
-the chunks: every sample is read exactly once. (A background checkpoint on SQLite commits each
-slice of whole series on its own instead, see :mod:`store.background`; the same replay rule
-keeps that exact.)
+write-ahead rows whose samples are all flushed by then (:mod:`store.wal_ledger`; a row with
+any sample left stays whole). Either all of it commits or none of it does, so after a crash
+at any point the write-ahead table plus the chunks hold every sample, and replay takes from
+the write-ahead rows only what is past the chunks: every sample is read exactly once. (A
+background checkpoint on SQLite commits each slice of whole series on its own instead, see
+:mod:`store.background`; the same replay rule keeps that exact.)
 
 Three steps, so that the slow middle one can run off the store's lock (see
 :mod:`store.background`): :func:`plan_checkpoint` takes what to write from the head,

@@ -67,6 +67,8 @@ def _pack(resolution_ms: int, frame: Frame, new_span: np.ndarray) -> list[SpanRo
 def _columns(payload: bytes, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(steps, counts, floats (6, n)) of one span; a payload that does not hold ``n`` buckets
     is an error naming both sizes."""
+    if n < 1:
+        raise ValueError(f"rollup span row says it holds {n} buckets")
     try:
         raw = zlib.decompress(payload)
     except zlib.error as exc:

@@ -83,6 +83,8 @@ def test_a_span_whose_payload_disagrees_with_its_row_is_an_error() -> None:
         frame_of_spans([(row[1], row[2], 4, row[5])], MIN)
     with pytest.raises(ValueError, match="rollup span payload does not inflate"):
         frame_of_spans([(row[1], row[2], 3, row[5][:-5])], MIN)
+    with pytest.raises(ValueError, match="rollup span row says it holds 0 buckets"):
+        frame_of_spans([(row[1], row[2], 3, row[5]), (row[1], row[3] + MIN, 0, row[5])], MIN)
 
 
 def test_steady_buckets_pack_small() -> None:

@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from store.backend import CHUNK_COLUMNS
 from store.codec import ENCODING, encode_segments
+from store.flat_runs import range_breaks
 from store.head import NEVER
 from store.head_blocks import _Block
 from store.head_frozen import Frozen
@@ -245,8 +246,7 @@ def _flush_slice(
     # A chunk per series and chunk range: a checkpoint that ran late (a background one behind
     # a backfill, a restart) writes the same chunks as one at every boundary would have.
     rng = store.options.chunk_range_ms
-    window = ts // rng
-    starts = np.flatnonzero(np.append(True, (sid[1:] != sid[:-1]) | (window[1:] != window[:-1])))
+    starts = np.flatnonzero(range_breaks(sid, ts, rng))
     ends = np.append(starts[1:], len(sid))
     blobs = encode_segments(ts, val, starts)
     chunk_rows = zip(

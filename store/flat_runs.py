@@ -24,6 +24,13 @@ def spread(starts: Int64Array, lengths: Int64Array) -> Int64Array:
     return np.repeat(starts - starts_of(lengths), lengths) + np.arange(total, dtype=np.int64)
 
 
+def range_breaks(sid: Int64Array, ts: Int64Array, range_ms: int) -> np.ndarray:
+    """True where a run of one series and one ``range_ms`` stretch of time begins (``sid``
+    sorted, ``ts`` in time order within each series): where chunks and rollup spans are cut."""
+    window = ts // range_ms
+    return np.append(True, (sid[1:] != sid[:-1]) | (window[1:] != window[:-1]))
+
+
 @dataclass(slots=True)
 class SeriesRuns:
     """Samples of several series, each series' samples one run in time order:

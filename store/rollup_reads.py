@@ -13,7 +13,7 @@ import numpy as np
 
 from store.rollup import Frame
 from store.rollup_cache import split_by_series
-from store.rollup_spans import frame_of_spans, window
+from store.rollup_spans import frame_of_spans, in_buckets
 
 if TYPE_CHECKING:
     from store.tsdb import TimeSeriesStore
@@ -73,7 +73,7 @@ def span_frame(store: TimeSeriesStore, sids: list[int], resolution: int, start_m
             (resolution, *group, start_ms, *(() if end_ms is None else (end_ms,))),
         )
         if rows:
-            frames.append(window(frame_of_spans(rows, resolution), start_ms, end_ms))
+            frames.append(in_buckets(frame_of_spans(rows, resolution), start_ms, end_ms))
     return Frame.concat(frames)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from store.flat_runs import range_breaks, segmented_cumsum
 from store.rollup import Frame
 
 SPAN_COLUMNS = ("resolution_ms", "series_id", "first_ms", "last_ms", "n", "payload")
@@ -43,8 +44,7 @@ def span_rows(resolution_ms: int, frame: Frame, window_ms: int) -> list[SpanRow]
     one per series and ``window_ms`` stretch of buckets."""
     if len(frame) == 0:
         return []
-    window = frame.bucket // window_ms
-    return _pack(resolution_ms, frame, np.append(True, (frame.sid[1:] != frame.sid[:-1]) | (window[1:] != window[:-1])))
+    return _pack(resolution_ms, frame, range_breaks(frame.sid, frame.bucket, window_ms))
 
 
 def _pack(resolution_ms: int, frame: Frame, new_span: np.ndarray) -> list[SpanRow]:
@@ -92,11 +92,7 @@ def frame_of_spans(rows: Sequence[tuple[Any, ...]], resolution_ms: int) -> Frame
         floats.append(f)
     n_of = np.asarray([int(r[2]) for r in rows], np.int64)
     first = np.repeat(np.asarray([r[1] for r in rows], np.int64), n_of)
-    offset = np.concatenate(steps).astype(np.int64)
-    # Within each span the offsets are the running sum of its steps (each span's first step is 0).
-    ends = np.cumsum(n_of)
-    total = np.cumsum(offset)
-    offset = total - np.repeat(total[ends - n_of], n_of)
+    offset = segmented_cumsum(np.concatenate(steps).astype(np.int64), n_of)  # each span's steps summed
     values = np.concatenate(floats, axis=1)
     return Frame(np.repeat(np.asarray([r[0] for r in rows], np.int64), n_of), first + offset * resolution_ms,
                  np.concatenate(counts).astype(np.int64), *(np.ascontiguousarray(v) for v in values))
@@ -119,7 +115,7 @@ def split_last(rows: Sequence[tuple[Any, ...]], resolution_ms: int) -> tuple[Fra
     return frame.take(ends), _pack(resolution_ms, frame.take(left), first_of_span[left]) if len(left) else []
 
 
-def window(frame: Frame, start_ms: int, end_ms: int | None) -> Frame:
+def in_buckets(frame: Frame, start_ms: int, end_ms: int | None) -> Frame:
     """The rows of a sorted-by-series frame whose buckets are in [start, end] (no end: all
     from start)."""
     keep = frame.bucket >= start_ms

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.flat_runs import segmented_cumsum, segmented_cumsum_inplace, starts_of
+from store.flat_runs import range_breaks, segmented_cumsum, segmented_cumsum_inplace, starts_of
 
 _INT64 = st.integers(-(2**63), 2**63 - 1)
 
@@ -37,3 +37,10 @@ def test_running_sums_restart_at_every_run(case: tuple[list[int], list[int]]) ->
         inplace = v.copy()
         assert segmented_cumsum_inplace(inplace, starts_of(n)[nonempty]) is inplace
         assert inplace.tolist() == want
+
+
+def test_runs_are_cut_where_the_series_or_the_time_range_changes() -> None:
+    sid = np.asarray([1, 1, 1, 1, 2, 2, 3], np.int64)
+    ts = np.asarray([0, 99, 100, 250, 250, 260, 5], np.int64)
+    assert range_breaks(sid, ts, 100).tolist() == [True, False, True, True, True, False, True]
+    assert range_breaks(sid[:1], ts[:1], 100).tolist() == [True]

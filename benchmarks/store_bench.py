@@ -2,7 +2,7 @@
 
 Run from the repository root: ``.venv/bin/python -m benchmarks.store_bench`` (full sizes, about
 4 minutes on 2 cores), ``--quick`` for a smaller run, ``--repeats N`` for the runs per headline
-figure (default 3), ``--sections ingest,bytes,dashboard,rss`` for a subset (``bytes`` reuses the
+figure (default 3), ``--sections ingest,bytes,dashboard,rss,stalls,restart`` for a subset (``bytes`` reuses the
 SQLite file of ``ingest``, so it runs ``ingest`` too).
 
 Everything is measured side by side in one run, on the same synthetic data:
@@ -37,6 +37,9 @@ Everything is measured side by side in one run, on the same synthetic data:
 5. **stalls** -- append latency and scrape cadence across a 2 h chunk boundary with 100,000
    series (``--stall-series``; quick: 5,000): PostgreSQL with background checkpoints, PostgreSQL
    inline, SQLite background and inline; see :mod:`benchmarks.store_stalls`.
+6. **restart** -- a stop and the next start with 35 M samples in the head (100,000 series x 350
+   scrapes; quick: 10,000 x 100): a stop that writes what is due and the start that replays the
+   rest, against a stop that checkpoints the whole head; see :mod:`benchmarks.store_restart`.
 
 The output ends with one line per target:
 ``target <name>: <median> [<low>..<high>, median of <n>] (goal <op> <goal>) PASS|SHORT|SKIP``.
@@ -62,10 +65,11 @@ from benchmarks.store_bytes import bench_bytes
 from benchmarks.store_common import FULL, QUICK
 from benchmarks.store_dashboard import bench_dashboard
 from benchmarks.store_ingest import bench_ingest
+from benchmarks.store_restart import bench_restart
 from benchmarks.store_rss import bench_rss
 from benchmarks.store_stalls import bench_stalls
 
-SECTIONS = ("ingest", "bytes", "dashboard", "rss", "stalls")
+SECTIONS = ("ingest", "bytes", "dashboard", "rss", "stalls", "restart")
 
 
 # -- main ---------------------------------------------------------------------------------------
@@ -117,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         if "stalls" in wanted:
             series = args.stall_series or (5_000 if args.quick else 100_000)
             targets += bench_stalls(series, args.stall_head_minutes, args.stall_pace_ms, args.repeats, tmp, use_postgres)
+        if "restart" in wanted:
+            bench_restart(*((10_000, 100) if args.quick else (100_000, 350)), args.repeats, tmp)
     print(f"\n(total {time.perf_counter() - started:.0f} s, load average {os.getloadavg()[0]:.2f})\n")
     for line in targets:
         print(line)

@@ -39,12 +39,47 @@ def test_an_outage_of_zeros_is_missing_data_not_demand() -> None:
     assert forecast_series(tail, 24).prediction.mean.mean() > 0.5 * y[-48:].mean()
 
 
+def test_a_partial_outage_is_missing_data_not_demand() -> None:
+    """An exporter that reported a trickle for an afternoon (a real flight-departure series had
+    one): the weekly models must not copy it a week ahead."""
+    y = seasonal(24 * 10, level=500, daily=0.3, weekly=0.2, noise=0.05, seed=11)
+    trickle = y.copy()
+    hours = slice(24 * 4 + 9, 24 * 4 + 17)  # eight hours on day 5, with days on both sides
+    trickle[hours] *= 0.1
+    cleaned = clean(trickle)
+    assert "dropout_dropped" in cleaned.flags and "outage_dropped" not in cleaned.flags
+    assert not cleaned.observed[hours].any()
+    assert cleaned.observed[: hours.start].all() and cleaned.observed[hours.stop :].all()
+    ahead = seasonal(24 * 13, level=500, daily=0.3, weekly=0.2, noise=0.05, seed=11)[24 * 10 :][:72]
+    # The three days ahead hold the weekday of the outage (day 5 and day 12 are both Fridays).
+    plain, hit = forecast_series(y, 72), forecast_series(trickle, 72)
+    assert _wape(ahead, hit.prediction.mean) < 1.2 * _wape(ahead, plain.prediction.mean) + 0.01
+    # Two hours are a blip, not an outage.
+    blip = y.copy()
+    blip[24 * 4 + 9 : 24 * 4 + 11] *= 0.1
+    assert clean(blip).observed.all()
+
+
+def test_low_days_that_recur_or_come_last_stay_demand() -> None:
+    # A business week: the first weekend is far below the weekdays before it but like the days
+    # after it (the second weekend); it is demand.
+    week = _weekday_series(24 * 14, seed=12)
+    assert "dropout_dropped" not in clean(week).flags
+    assert "dropout_dropped" not in clean(week[: 24 * 7]).flags  # Mon..Sun: Sunday comes last
+    # A drop in the last day (a tenant left): no day after it to tell an outage from a new level.
+    y = seasonal(24 * 10, level=500, daily=0.3, noise=0.05, seed=13)
+    y[-20:] *= 0.1
+    cleaned = clean(y)
+    assert "dropout_dropped" not in cleaned.flags and cleaned.observed.all()
+
+
 def test_idle_nights_are_demand_and_stay() -> None:
     y = seasonal(24 * 10, level=500, daily=0.3, noise=0.05, seed=2)
     hours = np.arange(y.shape[0]) % 24
     y[hours < 6] = 0.0  # scaled to zero every night
     cleaned = clean(y)
-    assert "outage_dropped" not in cleaned.flags and cleaned.observed.all()
+    assert "outage_dropped" not in cleaned.flags and "dropout_dropped" not in cleaned.flags
+    assert cleaned.observed.all()
     pred = forecast_series(y, 48).prediction.mean
     assert np.all(pred[(np.arange(48) % 24) < 6] < 0.05 * y.max())
 

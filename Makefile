@@ -43,6 +43,7 @@ typecheck: $(STAMP)
 bench: $(STAMP)
 	scripts/ensure-postgres.sh
 	$(BIN)/pip install --quiet "pmdarima>=2.0"  # forecast_bench's Taylor electricity series
+	scripts/fetch-bench-data.sh  # forecast_bench's flight series (npm; skipped where it cannot)
 	$(BIN)/python -m benchmarks.run_all $(if $(filter-out 0,$(QUICK)),--quick) $(BENCH_ARGS)
 
 clean:

@@ -13,9 +13,11 @@ on 2 cores), ``--quick`` for fewer synthetic series, ``--repeats N`` for the spe
    over origins) and the share of actuals inside the chosen 80 % interval. Datasets:
 
    * **real hourly series** (:mod:`benchmarks.forecast_real`): the Taylor electricity demand
-     in six 14-day windows and BurstGPT week 1, on the protocol of rolling origins every 24 h
-     from hour 168, 72 h ahead, against seasonal naive 24 and 168 and the 6 h linear trend, with
-     the achieved 80 % / 95 % coverage;
+     in six 14-day windows, BurstGPT week 1 and, once ``scripts/fetch-bench-data.sh`` has fetched
+     them (``make bench`` does), hourly departures and delay minutes of US flights in 2001
+     (:mod:`benchmarks.forecast_flights`: five series, twelve windows each), on the protocol of
+     rolling origins every 24 h from hour 168, 72 h ahead, against seasonal naive 24 and 168 and
+     the 6 h linear trend, with the achieved 80 % / 95 % coverage;
    * ``burstgpt_daily`` -- BurstGPT, 61 daily token totals (``burstgpt1_daily.csv``); 72 h =
      3 days ahead from every day 28..58; seasonal period 7, up to 21 backtest origins a day
      apart for the selection (more origins, steadier choice on this noisy series; 7 and 14
@@ -68,7 +70,9 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 from benchmarks._common import Target, add_repeats, bench_parser, section, skipped, spread  # noqa: E402
-from benchmarks.forecast_real import bench_real  # noqa: E402
+from benchmarks.forecast_flights import DEFAULT_PATH as FLIGHTS_PATH  # noqa: E402
+from benchmarks.forecast_flights import flight_series  # noqa: E402
+from benchmarks.forecast_real import bench_real, dir_series  # noqa: E402
 from forecast.backtest import Accumulator, seasonal_scale  # noqa: E402
 from forecast.baselines import LinearTrend, SeasonalNaive  # noqa: E402
 from forecast.clean import clean  # noqa: E402
@@ -221,9 +225,12 @@ def _finite(p: Prediction) -> Prediction:
     )
 
 
-def bench_accuracy(quick: bool, real_dir: Path | None = None, real_windows: int = 3) -> list[str]:
+def bench_accuracy(
+    quick: bool, real_dir: Path | None = None, real_windows: int = 3, flights: Path = FLIGHTS_PATH
+) -> list[str]:
     targets: list[str] = []
-    targets += bench_real(load_column("burstgpt1_week1_hourly_tokens.csv", "total_tokens"), real_dir, real_windows)
+    extra = flight_series(flights) + (dir_series(real_dir, real_windows) if real_dir is not None else [])
+    targets += bench_real(load_column("burstgpt1_week1_hourly_tokens.csv", "total_tokens"), extra)
     daily = load_column("burstgpt1_daily.csv", "total_tokens")
     if daily is None:
         targets += _skip("burstgpt_daily")
@@ -287,6 +294,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--real-dir", type=Path, help="more real hourly series: every *.csv in DIR with a 'value' column"
     )
     parser.add_argument("--real-windows", type=int, default=3, help="14-day windows per --real-dir file (default 3)")
+    parser.add_argument(
+        "--flights", type=Path, default=FLIGHTS_PATH,
+        help=f"flights-3m.parquet of vega-datasets 3.2.1 (default {FLIGHTS_PATH}; scripts/fetch-bench-data.sh)",
+    )
     args = parser.parse_args(argv)
     if args.real_dir is not None and not args.real_dir.is_dir():
         parser.error(f"--real-dir {args.real_dir}: not a directory")
@@ -304,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     targets: list[str] = []
     if "accuracy" in args.sections:
-        targets += bench_accuracy(args.quick, args.real_dir, args.real_windows)
+        targets += bench_accuracy(args.quick, args.real_dir, args.real_windows, args.flights)
     if "speed" in args.sections:
         targets += bench_speed(args.quick, args.repeats)
     print(f"\nload average at end: {os.getloadavg()}")

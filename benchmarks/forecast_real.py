@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +50,7 @@ class RealSeries:
     name: str
     y: F64
     origins: tuple[int, ...]
-    from_dir: bool = False  # read from --real-dir rather than built in
+    group: str = "built-in"  # where the series came from: built-in, a fetched data set, --real-dir
 
 
 def real_series(burstgpt_hourly: F64 | None) -> list[RealSeries]:
@@ -60,12 +61,27 @@ def real_series(burstgpt_hourly: F64 | None) -> list[RealSeries]:
         print("skipping taylor: pmdarima is not installed (make bench installs it)")
     else:
         hourly = np.asarray(load_taylor(), dtype=np.float64).reshape(-1, 2).sum(axis=1)
-        for i in range(hourly.shape[0] // WINDOW):
-            window = hourly[i * WINDOW : (i + 1) * WINDOW]
-            out.append(RealSeries(f"taylor_w{i}", window, tuple(range(168, WINDOW - HORIZON + 1, 24))))
+        out += windows("taylor", hourly)
     if burstgpt_hourly is not None:
         out.append(RealSeries("burstgpt_hourly", burstgpt_hourly, (72, 96)))
     return out
+
+
+DIR_GROUP = "--real-dir"
+
+
+def windowed_origins() -> tuple[int, ...]:
+    """The protocol's origins in a 14-day window: every 24 h from hour 168, 72 h ahead."""
+    return tuple(range(168, WINDOW - HORIZON + 1, 24))
+
+
+def windows(name: str, values: F64, group: str = "built-in", limit: int | None = None) -> list[RealSeries]:
+    """``values`` cut into consecutive 14-day windows (at most ``limit``), named ``name_wI``."""
+    count = values.shape[0] // WINDOW if limit is None else min(limit, values.shape[0] // WINDOW)
+    return [
+        RealSeries(f"{name}_w{i}", values[i * WINDOW : (i + 1) * WINDOW], windowed_origins(), group)
+        for i in range(count)
+    ]
 
 
 class RealDirError(ValueError):
@@ -91,12 +107,9 @@ def dir_series(directory: Path, max_windows: int) -> list[RealSeries]:
                 except ValueError:
                     raise RealDirError(f"{path}, line {line}: value {cell!r} is not a number") from None
         values = np.asarray(y, dtype=np.float64)
-        windows = min(max_windows, values.shape[0] // WINDOW)
-        if windows == 0:
+        if values.shape[0] < WINDOW:
             print(f"skipping {path.name}: {values.shape[0]} hours, a window needs {WINDOW}")
-        for i in range(windows):
-            window = values[i * WINDOW : (i + 1) * WINDOW]
-            out.append(RealSeries(f"{path.stem}_w{i}", window, tuple(range(168, WINDOW - HORIZON + 1, 24)), True))
+        out += windows(path.stem, values, DIR_GROUP, max_windows)
     return out
 
 
@@ -108,7 +121,7 @@ class SeriesResult:
     snaive168: Score | None
     linear6h: Score
     chosen: list[str]
-    from_dir: bool = False
+    group: str = "built-in"
 
     @property
     def best_snaive(self) -> float:
@@ -140,14 +153,14 @@ def evaluate(series: RealSeries) -> SeriesResult:
         s168 if s168.points else None,
         acc["linear6h"].score(),
         chosen,
-        series.from_dir,
+        series.group,
     )
 
 
-def bench_real(burstgpt_hourly: F64 | None, real_dir: Path | None = None, real_windows: int = 3) -> list[str]:
+def bench_real(burstgpt_hourly: F64 | None, extra: Sequence[RealSeries] = ()) -> list[str]:
+    """``extra``: fetched data sets and --real-dir series, after the built-in ones."""
     section("accuracy: real hourly series (origins every 24 h, 72 h ahead)")
-    extra = dir_series(real_dir, real_windows) if real_dir is not None else []
-    results = [evaluate(s) for s in real_series(burstgpt_hourly) + extra]
+    results = [evaluate(s) for s in [*real_series(burstgpt_hourly), *extra]]
     if not results:
         why = "no real series available"
         return [skipped("real_mean_wape_vs_best_snaive", 0.85, False, why)]
@@ -164,11 +177,15 @@ def bench_real(burstgpt_hourly: F64 | None, real_dir: Path | None = None, real_w
             f"{r.method.coverage95:6.3f}  {', '.join(r.chosen)}"
         )
     ratios = [r.method.wape / r.best_snaive for r in results]
-    for label, group in (("built-in", False), ("--real-dir", True)):
-        part = [x for r, x in zip(results, ratios) if r.from_dir == group]
-        if part and extra:
-            print(f"{label} series: mean WAPE / better seasonal naive {statistics.fmean(part):.2f}, "
-                  f"worst {max(part):.2f}, beaten on {sum(1 for x in part if x < 1.0)} of {len(part)}")
+    groups = list(dict.fromkeys(r.group for r in results))
+    for group in groups if len(groups) > 1 else []:
+        part = [(r, x) for r, x in zip(results, ratios) if r.group == group]
+        c80 = [100 * r.method.coverage80 for r, _ in part]
+        c95 = [100 * r.method.coverage95 for r, _ in part]
+        print(f"{group} series ({len(part)}): mean WAPE / better seasonal naive "
+              f"{statistics.fmean(x for _, x in part):.2f}, worst {max(x for _, x in part):.2f}, beaten on "
+              f"{sum(1 for _, x in part if x < 1.0)} of {len(part)}; coverage 80 % {min(c80):.1f}-{max(c80):.1f}, "
+              f"95 % {min(c95):.1f}-{max(c95):.1f}")
     beaten = sum(1 for x in ratios if x < 1.0)
     print(f"beat the better seasonal naive on {beaten} of {len(results)} series; vs linear 6h on "
           f"{sum(1 for r in results if r.method.wape < r.linear6h.wape)} of {len(results)}")

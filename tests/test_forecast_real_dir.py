@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.forecast_real import WINDOW, RealDirError, dir_series, evaluate
+from benchmarks.forecast_real import DIR_GROUP, WINDOW, RealDirError, dir_series, evaluate
 
 
 def _write(path: Path, values: list[str], header: str = "hour,value") -> None:
@@ -25,7 +25,7 @@ def test_windows_are_cut_per_file_and_empty_cells_are_missing_hours(tmp_path: Pa
     series = dir_series(tmp_path, max_windows=3)
 
     assert [s.name for s in series] == ["requests_w0", "requests_w1"]
-    assert all(s.from_dir and s.y.shape == (WINDOW,) for s in series)
+    assert all(s.group == DIR_GROUP and s.y.shape == (WINDOW,) for s in series)
     assert np.isnan(series[0].y[5]) and np.isfinite(series[1].y).all()
     assert series[1].y[0] == float(values[WINDOW])
     assert series[0].origins == tuple(range(168, WINDOW - 72 + 1, 24))
@@ -37,7 +37,7 @@ def test_a_window_is_scored_against_both_seasonal_naives(tmp_path: Path) -> None
     y = 1000 + 400 * np.sin(2 * np.pi * t / 24) + 200 * (t % 168 >= 120)
     _write(tmp_path / "weekly.csv", [f"{v:.3f}" for v in y])
     result = evaluate(dir_series(tmp_path, 1)[0])
-    assert result.from_dir and result.snaive168 is not None
+    assert result.group == DIR_GROUP and result.snaive168 is not None
     assert result.snaive168.wape < 1e-9 < result.snaive24.wape  # an exact weekly repeat
     assert result.method.points == 5 * 72
 

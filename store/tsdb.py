@@ -36,6 +36,7 @@ from store.background import BackgroundCheckpoints
 from store.chunk_cache import ChunkCache
 from store.clock import Clock
 from store.cold_tier import ColdTier, MoveResult
+from store.due import DueGate, cutoffs, due_counts
 from store.group_commit import AppendQueue, Pending, combined, group_ids, per_owner
 from store.head import EMPTY, NEVER, Head
 from store.head_views import HeadSnapshot as HeadSnapshot
@@ -98,6 +99,8 @@ class TimeSeriesStore:
         self._last_cold_ms = NEVER
         self._conn: Any = None
         self._due_since: float | None = None
+        self.due_gate = DueGate(self.options.chunk_range_ms, self.options.out_of_order_window_ms,
+                                self.options.idle_flush_ms)
         self._pressure_at = self.options.max_head_samples
         self._stopped_check_at = float("-inf")
         self._last_retention_ms = NEVER
@@ -208,6 +211,8 @@ class TimeSeriesStore:
             if self.background is not None:
                 self.background.wal_written(len(payload))
         self.active.born(self.index.commit_new(), now)
+        last, flushed = self.head.last_ts[sid], self.head.flushed_until[sid]
+        fresh = bool(((last == NEVER) | (last < flushed)).any())  # not pending before (see DueGate)
         self.head.add(sid, ts, val)
         for pending, counts in zip(live, per_owner(status, owner, len(live), len(_REASONS) + 2)):
             result = AppendResult(accepted=int(counts[_ACCEPT]), duplicates=int(counts[_DUPLICATE]))
@@ -218,7 +223,12 @@ class TimeSeriesStore:
             for reason, count in result.rejected.items():
                 self._rejected[reason] += count
             pending.succeed(result)
-        self._maybe_checkpoint()
+        if self._due_since is None and self.due_gate.skip(
+            int(ts.max()) if len(ts) else None, int(ts.min()) if len(ts) else None, fresh, now
+        ):
+            self._maybe_checkpoint(search=False)
+        else:
+            self._maybe_checkpoint()
 
     def resolve(self, keys: Sequence[SeriesKey]) -> Int64Array:
         """Store ids for ``keys``, creating (and committing) series that are new."""
@@ -261,24 +271,9 @@ class TimeSeriesStore:
 
     # -- checkpoints and retention -----------------------------------------------------------
     def cutoffs(self, force: bool = False, pressure: bool = False) -> Int64Array:
-        """Per series, the timestamp below which head samples should be in chunks.
-
-        Normally a multiple of the chunk range (so rollup buckets are never split); under
-        memory ``pressure`` a minute boundary (the hour bucket then splits and is merged)."""
-        head, opts = self.head, self.options
-        last = head.last_ts
-        has = last != NEVER
-        cutoff = np.full(head.capacity, NEVER, np.int64)
-        if force:
-            cutoff[has] = last[has] + 1
-            return cutoff
-        rng = MINUTE_MS if pressure else opts.chunk_range_ms
-        cutoff[has] = (last[has] - opts.out_of_order_window_ms) // rng * rng
-        idle = has & (last < self.clock.now_ms() - opts.idle_flush_ms)
-        if pressure:  # over the memory bound, series that stopped go whole, not after an hour
-            idle |= self.stopped()
-        cutoff[idle] = last[idle] + 1
-        return cutoff
+        """Per series, the timestamp below which head samples should be in chunks (:func:`store.due.cutoffs`)."""
+        stopped = self.stopped() if pressure and not force else None
+        return cutoffs(self.head, self.options, self.clock.now_ms(), force, pressure, stopped)
 
     def _stopped_series_hold_samples(self) -> bool:
         """Over the bound, whether series that stopped still hold samples in memory (looked at
@@ -299,7 +294,9 @@ class TimeSeriesStore:
         else:  # the append's lock is held; with no background thread nothing else checkpoints
             self._checkpoint_locked(False, pressure)
 
-    def _maybe_checkpoint(self) -> None:
+    def _maybe_checkpoint(self, search: bool = True) -> None:
+        """Ask for a checkpoint if memory presses or series are due (``search``: look for due
+        series; an append skips that where :class:`store.due_gate.DueGate` shows none can be)."""
         if self.head.samples > self.options.max_head_samples and self._stopped_series_hold_samples():
             self._due(pressure=True)
             return
@@ -309,19 +306,19 @@ class TimeSeriesStore:
             # trying again rather than re-running a useless checkpoint on every append.
             self._pressure_at = max(self.options.max_head_samples, int(self.head.samples * 1.25))
             return
-        cutoff = self.cutoffs()
-        # Unused id slots hold NEVER in both arrays: they are not pending.
-        pending = (self.head.last_ts != NEVER) & (self.head.last_ts >= self.head.flushed_until)
-        due = pending & (cutoff > self.head.flushed_until)
-        n_due = int(np.count_nonzero(due))
+        if not search:
+            return
+        n_due, n_pending = due_counts(self.head, self.cutoffs())
         if n_due == 0:
             self._due_since = None
+            self.due_gate.learn(self.head.last_ts, self.head.flushed_until)
             return
+        self.due_gate.forget()
         now = self.clock.monotonic()
         if self._due_since is None:
             self._due_since = now
         waited_ms = (now - self._due_since) * 1000
-        if n_due == int(np.count_nonzero(pending)) or waited_ms >= self.options.checkpoint_grace_ms:
+        if n_due == n_pending or waited_ms >= self.options.checkpoint_grace_ms:
             self._due()
 
     def retain_ms(self, pressure: bool) -> int:

@@ -138,20 +138,12 @@ def dropouts(y: F64, season: int, lookback: int = 7) -> BoolArray:
     before, after = around(-1), around(1)
     seen = np.isfinite(before).any(axis=0) & np.isfinite(after).any(axis=0)
     both = np.concatenate([before, after])
-    with np.errstate(invalid="ignore"):  # a column with nothing finite is not ``seen``
-        least = np.where(seen, np.nanmin(np.where(np.isfinite(both), both, np.inf), axis=0), 0.0)
+    least = np.where(seen, np.min(np.where(np.isfinite(both), both, np.inf), axis=0), 0.0)
     low = seen & np.isfinite(y) & (least > busy) & (np.nan_to_num(y, nan=np.inf) < DROPOUT_SHARE * least)
-    t = 0
-    while t < n:
-        if not low[t]:
-            t += 1
-            continue
-        end = t
-        while end < n and low[end]:
-            end += 1
-        if end - t >= OUTAGE_MIN:
-            out[t:end] = True
-        t = end
+    edges = np.diff(np.concatenate([[0], low.astype(np.int8), [0]]))
+    for start, end in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)):
+        if end - start >= OUTAGE_MIN:
+            out[start:end] = True
     return out
 
 

@@ -296,7 +296,7 @@ class TimeSeriesStore:
 
     def _maybe_checkpoint(self, search: bool = True) -> None:
         """Ask for a checkpoint if memory presses or series are due (``search``: look for due
-        series; an append skips that where :class:`store.due_gate.DueGate` shows none can be)."""
+        series; an append skips that where :class:`store.due.DueGate` shows none can be)."""
         if self.head.samples > self.options.max_head_samples and self._stopped_series_hold_samples():
             self._due(pressure=True)
             return

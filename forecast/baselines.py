@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from forecast.clean import Transform, regular
 from forecast.types import F64, LEVELS, FitError, FitInfo, Fitted, Forecaster, Prediction
@@ -124,7 +125,24 @@ class SeasonalNaiveSES(Baseline):
         # Last season with its accidents (a holiday) replaced, as seasonal naive's guard does.
         last = _guarded(y, m, self.sub) if n >= 3 * m and m % self.sub == 0 else y[n - m :]
         steps = np.arange(self.max_h)
-        return PathFit(last[steps % m] + gap, rms(resid) * np.sqrt(steps // m + 1.0), resid)
+        return PathFit(last[steps % m] + self._moves(d, n, gap, steps), rms(resid) * np.sqrt(steps // m + 1.0), resid)
+
+    def _moves(self, d: F64, n: int, gap: float, steps: npt.NDArray[np.int64]) -> F64:
+        """The gap to add to each copied step: less what the copied step already holds. A
+        copied hour from after a level change was already at the new level; adding the gap to
+        it too counted the change twice (a week after a tenant moved in, the forecast was 1.8 x
+        the new level). What a copied step holds is the mean gap over the sub-period (a day) up
+        to it, kept between zero and the mean gap now; where the history is too short to say
+        (a copy less than a season and a sub-period in), the whole gap is added, as before."""
+        m, k = self.period, self.sub
+        held = np.full(n, np.nan)  # held[t]: mean of the gaps d over the k steps up to t
+        if d.shape[0] >= k:
+            sums = np.concatenate([[0.0], np.cumsum(d)])
+            held[m + k - 1 :] = (sums[k:] - sums[:-k]) / k
+        now = held[n - 1] if np.isfinite(held[n - 1]) else gap
+        copied = held[n - m + steps % m]
+        kept = np.clip(np.nan_to_num(copied), min(0.0, now), max(0.0, now))
+        return np.asarray(gap - np.where(np.isfinite(copied), kept, 0.0), dtype=np.float64)
 
 
 class RecentMedian(Baseline):

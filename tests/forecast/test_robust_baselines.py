@@ -86,3 +86,19 @@ def test_short_medians_join_only_where_no_daily_season_is_found() -> None:
     assert "median168" in names["daily"] and not {"median24", "median72"} & names["daily"]
     assert {"median24", "median72", "median168"} <= names["bursty"]
     assert "snaive168_ses[log]" in names["daily"] and "snaive168_ses[log]" in names["bursty"]
+
+
+def test_a_level_shift_a_week_ago_is_not_added_twice() -> None:
+    """A week after a tenant moved in, last week is already at the new level: the smoothed gap
+    (the shift) is not added to it again (it was: 1.69 x the actual load); copies from before
+    the shift still get it. The day the shift happened is copied partly moved (the gap a copied
+    hour holds is the mean of the day up to it)."""
+    base = seasonal(24 * 21 + 72, level=1000, daily=0.5, weekly=0.6, noise=0.02, seed=6)
+    for days_ago, tolerance in ((7, 0.1), (9, 0.05), (2, 0.05)):
+        y = base.copy()
+        y[24 * (21 - days_ago) :] *= 1.8
+        history, actual = y[: 24 * 21], y[24 * 21 :]
+        gap = LogScale(SeasonalNaiveSES(168, 24)).fit(history).predict(72).mean
+        assert abs(gap.sum() / actual.sum() - 1) < tolerance, days_ago
+        if days_ago == 7:  # the days after the shift's own day: copied as they were
+            assert abs(gap[24:].sum() / actual[24:].sum() - 1) < 0.03

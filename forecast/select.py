@@ -9,7 +9,7 @@ point :func:`forecast_series`.
    compare across transforms or with the baselines, and it rewards in-sample fit, not the 72 h
    ahead we are judged on.
 3. :func:`forecast.choose.choose` ranks them by skill against seasonal naive on the same
-   origins, forecasts the median of the best three and applies the rules that keep a short
+   origins, forecasts the skill-weighted mean of the best three and applies the rules that keep a short
    backtest from misleading.
 4. The winner is refitted on the last ``window`` points and predicts ``horizon`` steps. If that
    fails or the optimiser does not converge, the next-ranked candidate is used (flag
@@ -65,7 +65,7 @@ class SelectConfig:
     window: int = 24 * 28  # fit on at most this many recent points (four weeks)
     use_sarimax: bool = False  # the Fourier-SARIMAX candidate (slower; off the default path)
     use_multiplicative: bool = False  # ETS(M,Ad,M) on strictly positive series (see candidates)
-    combine_top: int = 3  # forecast the median of the best k backtested models (0 or 1: the best alone)
+    combine_top: int = 3  # forecast the weighted mean of the best k backtested models (0 or 1: the best alone)
     conformal: bool = True  # intervals from the backtest's errors (forecast.conformal)
     seed: int = 0  # for simulated intervals of multiplicative models
 

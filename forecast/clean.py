@@ -96,22 +96,19 @@ def outages(y: F64, season: int, lookback: int = 7) -> BoolArray:
     if season < 1 or positive.size == 0:
         return out
     busy = 0.1 * float(np.median(positive))
-    zero = np.isfinite(y) & (y == 0)
-    t = 0
-    while t < y.shape[0]:
-        if not zero[t]:
-            t += 1
-            continue
-        end = t
-        while end < y.shape[0] and zero[end]:
-            end += 1
-        if end - t >= OUTAGE_MIN and t >= season:
+    for t, end in long_runs(np.isfinite(y) & (y == 0)):
+        if t >= season:
             before = [y[k - j * season] for k in range(t, end) for j in range(1, lookback + 1) if k - j * season >= 0]
             seen = np.array([v for v in before if np.isfinite(v)])
             if seen.size and bool(np.all(seen > busy)):
                 out[t:end] = True
-        t = end
     return out
+
+
+def long_runs(mask: BoolArray, least: int = OUTAGE_MIN) -> list[tuple[int, int]]:
+    """[start, end) of every run of True in ``mask`` at least ``least`` long."""
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    return [(int(a), int(b)) for a, b in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)) if b - a >= least]
 
 
 DROPOUT_SHARE = 0.5  # under this share of the least same-hour value of the days around
@@ -140,10 +137,8 @@ def dropouts(y: F64, season: int, lookback: int = 7) -> BoolArray:
     both = np.concatenate([before, after])
     least = np.where(seen, np.min(np.where(np.isfinite(both), both, np.inf), axis=0), 0.0)
     low = seen & np.isfinite(y) & (least > busy) & (np.nan_to_num(y, nan=np.inf) < DROPOUT_SHARE * least)
-    edges = np.diff(np.concatenate([[0], low.astype(np.int8), [0]]))
-    for start, end in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)):
-        if end - start >= OUTAGE_MIN:
-            out[start:end] = True
+    for start, end in long_runs(low):
+        out[start:end] = True
     return out
 
 

@@ -11,6 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+import sqlalchemy as sa
+
+from store import schema
+
 Row = Sequence[Any]
 
 CHUNK_COLUMNS = ("series_id", "start_ms", "end_ms", "n", "encoding", "data")
@@ -76,27 +80,30 @@ class PostgresBackend:
 
     def bulk_insert(self, cur: Any, table: str, columns: Sequence[str], rows: Iterable[Row]) -> None:
         quoted = ", ".join(f'"{c}"' for c in columns)
-        types = [_PG_TYPES[(table, c)] for c in columns]
+        types = [_pg_type(table, c) for c in columns]
         with cur.copy(f"COPY {table} ({quoted}) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(types)
             for row in rows:
                 copy.write_row(row)
 
 
-_PG_TYPES = {
-    ("chunks", "series_id"): "int8",
-    ("chunks", "start_ms"): "int8",
-    ("chunks", "end_ms"): "int8",
-    ("chunks", "n"): "int4",
-    ("chunks", "encoding"): "int2",
-    ("chunks", "data"): "bytea",
-    ("rollup_spans", "resolution_ms"): "int4",
-    ("rollup_spans", "series_id"): "int8",
-    ("rollup_spans", "first_ms"): "int8",
-    ("rollup_spans", "last_ms"): "int8",
-    ("rollup_spans", "n"): "int4",
-    ("rollup_spans", "payload"): "bytea",
-}
+def _pg_type(table: str, column: str) -> str:
+    """The binary COPY type of a column, read from :mod:`store.schema` (one description of the
+    tables, not a second one here to keep in step)."""
+    kind = schema.metadata.tables[table].c[column].type
+    for sa_type, pg in _PG_NAMES:  # most specific first: BigInteger is an Integer
+        if isinstance(kind, sa_type):
+            return pg
+    raise TypeError(f"{table}.{column}: no binary COPY type for {kind!r}")
+
+
+_PG_NAMES: tuple[tuple[type[Any], str], ...] = (
+    (sa.BigInteger, "int8"),
+    (sa.SmallInteger, "int2"),
+    (sa.Integer, "int4"),
+    (sa.Float, "float8"),
+    (sa.LargeBinary, "bytea"),
+)
 
 
 def backend_for(dialect_name: str) -> Backend:

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from cost.attribution import CPU, TARGET_GPU_INFO, GpuRef, Target, gpu_model_shares, resolve
 from cost.prices import PriceBook
-from store.interfaces import SeriesReader
-from store.reader import Fn, RangeQuery
+from store.reader import Fn, RangeQuery, SeriesResult
 from store.series_index import Selector
 
 MINUTE_MS = 60_000
@@ -80,8 +80,15 @@ def instance_host(instance: str, local_host: str) -> str:
     return local_host if host in LOOPBACK else host
 
 
+class RangeReader(Protocol):
+    """What the calculator reads through: any :class:`store.interfaces.SeriesReader`, or
+    :class:`cost.settled_minutes.SettledMinutes` in front of one."""
+
+    def range(self, query: RangeQuery) -> list[SeriesResult]: ...
+
+
 class CostCalculator:
-    def __init__(self, reader: SeriesReader, book: PriceBook, local_host: str) -> None:
+    def __init__(self, reader: RangeReader, book: PriceBook, local_host: str) -> None:
         self.reader = reader
         self.book = book
         self.local_host = local_host

@@ -55,19 +55,25 @@ class CostLedger:
         book: PriceBook,
         clock: Clock,
         append: Callable[[SampleBatch], object] | None = None,
+        live: CostCalculator | None = None,
     ) -> None:
+        """``live``: the calculator of the minute tick's hour in progress and live series, one
+        that keeps settled minutes (:mod:`cost.settled_minutes`); a closed hour is priced with
+        ``calculator``, which reads everything, so late samples and backfills count there."""
         self.engine = engine
         self.calc = calculator
+        self.live = live if live is not None else calculator
         self.book = book
         self.clock = clock
         self.append = append
 
     # -- hours -------------------------------------------------------------------------------
-    def reprice_hour(self, hour_ms: int, until_ms: int | None = None) -> list[LedgerRow]:
+    def reprice_hour(self, hour_ms: int, until_ms: int | None = None, calc: CostCalculator | None = None) -> list[LedgerRow]:
         """(Re)compute one hour, up to ``until_ms`` for the hour in progress; replaces its rows."""
         end = min(hour_ms + HOUR_MS, until_ms if until_ms is not None else hour_ms + HOUR_MS)
         end -= end % MINUTE_MS
-        rows, usage = self.calc.window(hour_ms, end) if end > hour_ms else ([], [])
+        calc = calc if calc is not None else self.calc
+        rows, usage = calc.window(hour_ms, end) if end > hour_ms else ([], [])
         with self.engine.begin() as conn:
             conn.execute(sa.delete(cost_ledger).where(cost_ledger.c.hour_ms == hour_ms))
             conn.execute(sa.delete(usage_hourly).where(usage_hourly.c.hour_ms == hour_ms))
@@ -138,14 +144,14 @@ class CostLedger:
         hour = minute - minute % HOUR_MS
         if minute - hour < 5 * MINUTE_MS and hour > 0:
             self.reprice_hour(hour - HOUR_MS)  # late samples of the hour just closed
-        self.reprice_hour(hour, minute)
+        self.reprice_hour(hour, minute, self.live)
         samples = self.live_series(minute)
         if self.append is not None and samples:
             self.append(SampleBatch.from_samples(samples))
         return samples
 
     def live_series(self, minute: int) -> list[Sample]:
-        rows, usage = self.calc.window(minute - HOUR_MS, minute)
+        rows, usage = self.live.window(minute - HOUR_MS, minute)
         out: list[Sample] = []
 
         def put(name: str, labels: dict[str, str], value: float) -> None:
@@ -193,7 +199,7 @@ class CostLedger:
         """Tokens/s per GPU over the last 5 minutes: an engine target known to run on certain
         GPUs (cost.attribution) has its tokens/s split over those; the rest of a node's tokens
         of a model over the node's other GPUs that serve that model."""
-        detail = self.calc.window_detail(minute - 5 * MINUTE_MS, minute)
+        detail = self.live.window_detail(minute - 5 * MINUTE_MS, minute)
         rows, recent = detail.rows, detail.usage
         placed = {ref for refs in detail.assigned.values() for ref in refs}
         gpus_of: dict[tuple[str, str], set[str]] = defaultdict(set)

@@ -24,9 +24,10 @@ from alerts.engine import AlertSink, RuleEngine
 from alerts.rulefile import RuleFileError, RuleGroup, load_rule_file
 from alerts.scaling import ScaleAdvisor
 from alerts.state_store import AlertStateStore
-from cost.compute import CostCalculator
+from cost.compute import MINUTE_MS, CostCalculator
 from cost.ledger import CostLedger
 from cost.prices import PriceBook
+from cost.settled_minutes import SettledMinutes
 from ha.role import ALONE, Leadership
 from infermeter.forecasting import ForecastJob, build_forecasting
 from infermeter.settings import Settings
@@ -184,7 +185,12 @@ def build_alerting(
         leadership=leadership,
     )
     book = PriceBook(settings.cost)
-    ledger = CostLedger(engine, CostCalculator(reader, book, socket.gethostname()), book, clock, store.append)
+    host = socket.gethostname()
+    # A minute is settled once samples that old are refused (the out-of-order window), plus a
+    # minute for an agent's late delivery.
+    settled = SettledMinutes(reader, clock, settings.store.out_of_order_window + MINUTE_MS)
+    ledger = CostLedger(engine, CostCalculator(reader, book, host), book, clock, store.append,
+                        live=CostCalculator(settled, book, host))
     forecasting = build_forecasting(engine, ledger, settings.cost.budgets, clock, settings.alerts.thresholds.cost_over_budget_ratio)
     forecasting.leadership = leadership
     return Alerting(rules, ledger, advisor, state_store, book, parse_duration_ms(settings.cost.interval), clock,

@@ -24,7 +24,7 @@ seen in the newer minutes has no samples in the kept ones (they were read with e
 the selector matched then), so they are NaN for it, as the reader says too.
 
 What it does not see: samples written behind the settle horizon by other means (a backfill
-or an import). Whoever must price such minutes reads through the reader itself: the ledger
+or an import), and series deleted since their minutes were kept (for at most ``keep_ms``). Whoever must price such minutes reads through the reader itself: the ledger
 prices a closed hour that way (:mod:`cost.ledger`).
 """
 

@@ -24,23 +24,25 @@ seen in the newer minutes has no samples in the kept ones (they were read with e
 the selector matched then), so they are NaN for it, as the reader says too.
 
 What it does not see: samples written behind the settle horizon by other means (a backfill
-or an import), and series deleted since their minutes were kept (for at most ``keep_ms``). Whoever must price such minutes reads through the reader itself: the ledger
-prices a closed hour that way (:mod:`cost.ledger`).
+or an import), and series deleted since their minutes were kept (for at most ``keep_ms``).
+Whoever must price such minutes reads through the reader itself: the ledger prices a closed
+hour that way (:mod:`cost.ledger`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from cost.compute import MINUTE_MS, RangeReader
 from store.clock import Clock
 from store.reader import RangeQuery, SeriesResult
+from store.series_index import Selector
 from store.types import Float64Array
 
 LabelsKey = tuple[tuple[str, str], ...]
+KeptKey = tuple[Selector, str]  # a query's selector and function
 
 
 @dataclass
@@ -66,7 +68,7 @@ class SettledMinutes:
         self.settle_ms = settle_ms
         self.keep_ms = keep_ms
         self.overlap_ms = overlap_ms
-        self._kept: dict[tuple[Any, str], _Kept] = {}
+        self._kept: dict[KeptKey, _Kept] = {}
         self.minutes_read = 0  # minutes asked of the reader (per query, not per series)
         self.minutes_kept = 0  # minutes answered from what was kept
 
@@ -77,7 +79,9 @@ class SettledMinutes:
         end = query.end_ms // MINUTE_MS * MINUTE_MS + MINUTE_MS  # after the last bucket
         key = (query.selector, query.fn)
         kept = self._kept.get(key)
-        usable = kept is not None and kept.start_ms <= start < kept.end_ms
+        # Also when the range starts right where the kept minutes end: its series then carry on
+        # every kept row, so extending them below needs no case of its own.
+        usable = kept is not None and kept.start_ms <= start <= kept.end_ms
         fresh_from = min(kept.end_ms, end) if usable and kept is not None else start
         fresh = self._read(query, fresh_from, end, fresh_from - self.overlap_ms)
         n = (end - start) // MINUTE_MS
@@ -115,10 +119,11 @@ class SettledMinutes:
             out[tuple(sorted(r.labels.items()))] = (r.labels, row)
         return out
 
-    def _keep(self, key: tuple[Any, str], start: int, end: int,
+    def _keep(self, key: KeptKey, start: int, end: int,
               rows: dict[LabelsKey, tuple[dict[str, str], Float64Array]]) -> None:
         """Keep the settled minutes of an answer for [start, end): appended to what is kept when
-        it starts inside or right at its end, else in its place; never more than ``keep_ms``."""
+        the answer was built on it (it then holds every kept row), else in its place; never more
+        than ``keep_ms``."""
         settled = (self.clock.now_ms() - self.settle_ms) // MINUTE_MS * MINUTE_MS
         upto = min(end, settled)
         if upto <= start:
@@ -131,9 +136,6 @@ class SettledMinutes:
             for lk, (labels, values) in rows.items():
                 before = kept.rows[lk][1] if lk in kept.rows else np.full(old, np.nan)
                 kept.rows[lk] = (labels, np.concatenate([before, values[add_from : add_from + add]]))
-            for lk, (labels, values) in list(kept.rows.items()):
-                if lk not in rows:  # no longer matched by the selector: NaN for the new minutes
-                    kept.rows[lk] = (labels, np.concatenate([values, np.full(add, np.nan)]))
             kept.end_ms = upto
         elif kept is None or not kept.start_ms <= start <= kept.end_ms:
             m = (upto - start) // MINUTE_MS

@@ -65,6 +65,23 @@ def due_counts(head: Head, cutoff: Int64Array) -> tuple[int, int]:
     return int(np.count_nonzero(due)), int(np.count_nonzero(pending))
 
 
+def mark_empty_due(head: Head, cutoff: Int64Array) -> int:
+    """Advance the flushed mark of every due series that holds no sample below its cutoff
+    (``first_ts`` is a lower bound on its head samples), as a checkpoint would, without one;
+    returns how many. Why: a new series is due at once (nothing of it is flushed), so every
+    series a target adds kept every append searching for due series until a checkpoint ran --
+    the store's grace (a minute) after the first series came -- though there was nothing of
+    them to write. Marks only grow and no sample moves, so a checkpoint in flight is unaffected."""
+    n = min(len(cutoff), head.capacity)
+    flushed = head.flushed_until[:n]
+    last = head.last_ts[:n]
+    empty = np.flatnonzero((last != NEVER) & (last >= flushed) & (cutoff[:n] > flushed)
+                           & (head.first_ts[:n] >= cutoff[:n]))
+    if len(empty):
+        head.mark_flushed(empty, cutoff)
+    return len(empty)
+
+
 class DueGate:
     def __init__(self, chunk_range_ms: int, out_of_order_ms: int, idle_flush_ms: int) -> None:
         self.chunk_range_ms = chunk_range_ms

@@ -36,7 +36,7 @@ from store.background import BackgroundCheckpoints
 from store.chunk_cache import ChunkCache
 from store.clock import Clock
 from store.cold_tier import ColdTier, MoveResult
-from store.due import DueGate, cutoffs, due_counts
+from store.due import DueGate, cutoffs, due_counts, mark_empty_due
 from store.group_commit import AppendQueue, Pending, combined, group_ids, per_owner
 from store.head import EMPTY, NEVER, Head
 from store.head_views import HeadSnapshot as HeadSnapshot
@@ -308,7 +308,10 @@ class TimeSeriesStore:
             return
         if not search:
             return
-        n_due, n_pending = due_counts(self.head, self.cutoffs())
+        n_due, n_pending = due_counts(self.head, cutoff := self.cutoffs())
+        if n_due and mark_empty_due(self.head, cutoff):
+            self.flush_epoch += 1
+            n_due, n_pending = due_counts(self.head, cutoff)
         if n_due == 0:
             self._due_since = None
             self.due_gate.learn(self.head.last_ts, self.head.flushed_until)

@@ -74,3 +74,38 @@ def test_an_append_never_skips_a_search_that_would_find_series_due(make_store: S
     assert store.head.flushed_until[store.index.get(stops)] > T0  # flushed as idle
     # 300 appends; the searches ran around the boundaries, the new series and the idle time only.
     assert searches < 60, searches
+
+
+def test_a_new_series_beside_pending_ones_is_marked_at_once_not_searched_for_a_grace(
+    make_store: StoreFactory, clock: ManualClock
+) -> None:
+    """A series a target adds is due at once (nothing of it is flushed) while the others are
+    not: its mark is advanced right away (it holds nothing below its cutoff), so the appends
+    after it skip the search again instead of searching until the grace ends."""
+    store = make_store(OPTS)
+    old, new = _key("0"), _key("1")
+    searches = 0
+    cutoffs = store.cutoffs
+
+    def counted(force: bool = False, pressure: bool = False) -> np.ndarray:
+        nonlocal searches
+        searches += 1
+        return cutoffs(force, pressure)
+
+    store.cutoffs = counted  # type: ignore[method-assign]
+    for i in range(40):  # ``new`` first comes at minute 20, well inside the 2 h range
+        ts = T0 + 3 * MIN + i * MIN
+        clock.set(ts)
+        keys = [old] + ([new] if i >= 20 else [])
+        store.append(SampleBatch.one_per_key(keys, ts, np.full(len(keys), float(i))))
+        if i == 20:
+            searches = 0
+    checkpoints = store.stats["checkpoints"]
+    # the search at minute 20 found ``new`` due and marked it; none after (the grace is 10 min)
+    assert searches <= 1, searches
+    assert _due(store, cutoffs) == 0
+    sid = store.index.get(new)
+    assert store.head.flushed_until[sid] == T0  # the chunk boundary below its samples
+    assert store.stats["checkpoints"] == checkpoints  # no checkpoint was needed for it
+    ts, vals = store.head.series(sid)
+    assert vals.tolist() == [float(i) for i in range(20, 40)]  # every sample still read from the head

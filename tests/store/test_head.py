@@ -125,6 +125,35 @@ def test_many_pending_batches_and_a_wide_id_range() -> None:
     assert len(head._blocks) == 1 and head.samples == 120
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_a_seal_of_hundreds_of_scrape_batches_counts_them_into_place(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hundreds of pending batches (a seal after ~10 s of a hundred targets) are merged by
+    counting, not by a sort; batches of one sample a series and of several merge alike."""
+    rng = np.random.default_rng(seed)
+    targets = [np.arange(t * 300, t * 300 + 300, dtype=np.int64) for t in range(20)]
+    runs: list[head_blocks.Run] = []
+    ref: dict[int, list[tuple[int, float]]] = {}
+    for step in range(240):
+        chosen = np.sort(np.concatenate([targets[t] for t in rng.choice(20, int(rng.integers(1, 6)), replace=False)]))
+        repeat = 1 + int(step % 7 == 0)  # now and then a batch of two samples a series
+        sid = np.repeat(chosen, repeat)
+        ts = np.tile(np.arange(repeat, dtype=np.int64), len(chosen)) + 10 * step
+        val = rng.random(len(sid))
+        for s, t, v in zip(sid.tolist(), ts.tolist(), val.tolist()):
+            ref.setdefault(s, []).append((t, v))
+        runs.append((*head_blocks._csr(sid), ts, val))
+    sorts: list[int] = []
+    real_argsort = np.argsort
+    monkeypatch.setattr(head_blocks.np, "argsort", lambda *a, **k: sorts.append(1) or real_argsort(*a, **k))
+    block = head_blocks._merge(runs, True)
+    assert not sorts  # counted
+    got: dict[int, list[tuple[int, float]]] = {}
+    for s, t, v in zip(block.sid().tolist(), block.ts.tolist(), block.val.tolist()):
+        got.setdefault(s, []).append((t, v))
+    assert got == ref
+    assert block.usid.tolist() == sorted(ref)
+
+
 def _scrape(head: Head, ts: int, sids: tuple[int, ...] = (1, 2, 3)) -> None:
     n = len(sids)
     head.add(np.asarray(sids, np.int64), np.full(n, ts, np.int64), np.full(n, float(ts)))

@@ -228,6 +228,7 @@ class BackgroundCheckpoints:
                 cur.close()
             with store.lock:
                 apply_checkpoint(store, plan)
+                store.checkpoint_applied(pressure)
                 store.pending_floor = None
                 store.publish_gate.end()
                 store.stats["checkpoints"] += 1

@@ -65,6 +65,14 @@ def due_counts(head: Head, cutoff: Int64Array) -> tuple[int, int]:
     return int(np.count_nonzero(due)), int(np.count_nonzero(pending))
 
 
+def due_after_marking(head: Head, cutoff: Int64Array) -> tuple[int, int, int]:
+    """:func:`due_counts` once :func:`mark_empty_due` marked what it can, and how many it marked."""
+    counts = due_counts(head, cutoff)
+    if counts[0] == 0 or not (marked := mark_empty_due(head, cutoff)):
+        return (*counts, 0)
+    return (*due_counts(head, cutoff), marked)
+
+
 def mark_empty_due(head: Head, cutoff: Int64Array) -> int:
     """Advance the flushed mark of every due series that holds no sample below its cutoff
     (``first_ts`` is a lower bound on its head samples), as a checkpoint would, without one;

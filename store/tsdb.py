@@ -36,7 +36,7 @@ from store.background import BackgroundCheckpoints
 from store.chunk_cache import ChunkCache
 from store.clock import Clock
 from store.cold_tier import ColdTier, MoveResult
-from store.due import DueGate, cutoffs, due_counts, mark_empty_due
+from store.due import DueGate, cutoffs, due_after_marking
 from store.group_commit import AppendQueue, Pending, combined, group_ids, per_owner
 from store.head import EMPTY, NEVER, Head
 from store.head_views import HeadSnapshot as HeadSnapshot
@@ -276,8 +276,7 @@ class TimeSeriesStore:
         return cutoffs(self.head, self.options, self.clock.now_ms(), force, pressure, stopped)
 
     def _stopped_series_hold_samples(self) -> bool:
-        """Over the bound, whether series that stopped still hold samples in memory (looked at
-        every few seconds at most: the pressure threshold itself moves up when nothing frees)."""
+        """Over the bound, whether series that stopped still hold samples (looked at every 5 s at most)."""
         now = self.clock.monotonic()
         if now < self._stopped_check_at:
             return False
@@ -308,10 +307,8 @@ class TimeSeriesStore:
             return
         if not search:
             return
-        n_due, n_pending = due_counts(self.head, cutoff := self.cutoffs())
-        if n_due and mark_empty_due(self.head, cutoff):
-            self.flush_epoch += 1
-            n_due, n_pending = due_counts(self.head, cutoff)
+        n_due, n_pending, marked = due_after_marking(self.head, self.cutoffs())
+        self.flush_epoch += marked > 0
         if n_due == 0:
             self._due_since = None
             self.due_gate.learn(self.head.last_ts, self.head.flushed_until)
@@ -333,6 +330,12 @@ class TimeSeriesStore:
         if not pressure:
             self._pressure_at = self.options.max_head_samples
         self._due_since = None
+
+    def checkpoint_applied(self, pressure: bool) -> None:
+        """After a background early checkpoint, the next waits for the head to grow a quarter past what
+        it left, not past what set it off (the trigger would climb with the head). Lock held."""
+        if pressure:
+            self._pressure_at = max(self.options.max_head_samples, int(self.head.samples * 1.25))
 
     def checkpoint(self, force: bool = False, pressure: bool = False) -> int:
         """Flush due head samples to chunks and rollups, in the calling thread; returns the

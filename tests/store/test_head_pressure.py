@@ -4,10 +4,12 @@ exact), and series that stopped arriving are flushed whole instead of waiting fo
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from store import Matcher, RangeQuery, Reader, SampleBatch, Selector, SeriesKey, StoreOptions
 from store.head import EMPTY
 from tests.conftest import T0, StoreFactory
+from tests.store.background_support import wait_for
 from tests.store.test_store import HOUR, MIN, _aggregate
 
 
@@ -62,3 +64,31 @@ def test_memory_pressure_flushes_stopped_series_whole(make_store: StoreFactory) 
     assert not (store.head.first_ts[ids] != EMPTY).any()
     values = Reader(store).raw(Selector("old_metric", (Matcher("i", "=", "7"),)), T0, T0 + HOUR)[0].values
     assert values.tolist() == [float(s) for s in range(12)]
+
+
+@pytest.mark.parametrize("background", [True, False], ids=["background", "inline"])
+def test_a_head_whose_out_of_order_window_outgrows_the_budget_stays_near_that_window(
+    make_store: StoreFactory, background: bool
+) -> None:
+    """With more samples inside the out-of-order window than ``max_head_samples`` (100 k series
+    at 1 s against 10 M), no checkpoint can bring the head under the budget. Each early
+    checkpoint still flushes what fell out of the window; the next one must come when the head
+    grew a quarter past what that one left, not a quarter past the size that set it off (a
+    background checkpoint had not trimmed yet then), or the trigger climbs by a quarter a
+    checkpoint and the head with it, for the whole chunk range."""
+    store = make_store(StoreOptions(max_head_samples=2_000, checkpoint_grace_ms=0, background_checkpoints=background))
+    keys = [SeriesKey.of("gpu_util", gpu=str(g)) for g in range(50)]
+    window = 5 * MIN // 2_000 * len(keys)  # samples inside the out-of-order window: 7,500
+    held = []
+    for i in range(80 * 30):  # 80 minutes, a scrape every 2 s
+        ts = T0 + i * 2_000
+        store.clock.set(ts)  # type: ignore[attr-defined]
+        store.append(SampleBatch.one_per_key(keys, ts, np.full(len(keys), float(i % 97))))
+        if store.background is not None:  # let a checkpoint it asked for finish, as a scrape interval would
+            wait_for(lambda: not store.background._checkpoint_wanted and not store.checkpoint_lock.locked())  # type: ignore[union-attr]
+        held.append(store.head.samples)
+    late = held[40 * 30:]  # the second 40 minutes: long past the first checkpoints
+    assert max(late) <= 2 * window, (max(late), window)
+    assert store.stats["checkpoints"] >= 10
+    raw = Reader(store).raw(Selector("gpu_util", (Matcher("gpu", "=", "7"),)), T0, T0 + 80 * MIN)[0]
+    assert raw.values.tolist() == [float(i % 97) for i in range(80 * 30)]  # everything flushed is read back

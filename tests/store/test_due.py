@@ -29,6 +29,20 @@ def _due(store: TimeSeriesStore, cutoffs: Callable[[], np.ndarray]) -> int:
     return int(np.count_nonzero(pending & (cutoffs() > head.flushed_until)))
 
 
+def _count_searches(store: TimeSeriesStore) -> tuple[list[int], Callable[..., np.ndarray]]:
+    """Counts the store's searches for due series (its ``cutoffs`` calls) in ``[0]``; returns
+    the counter and the store's own ``cutoffs``."""
+    searches = [0]
+    cutoffs = store.cutoffs
+
+    def counted(force: bool = False, pressure: bool = False) -> np.ndarray:
+        searches[0] += 1
+        return cutoffs(force, pressure)
+
+    store.cutoffs = counted  # type: ignore[method-assign]
+    return searches, cutoffs
+
+
 def test_bounds_follow_the_next_chunk_boundary_and_the_idle_time() -> None:
     gate = DueGate(chunk_range_ms=2 * HOUR, out_of_order_ms=5 * MIN, idle_flush_ms=30 * MIN)
     assert not gate.skip(T0, T0, False, T0)  # nothing learnt yet: always search
@@ -53,15 +67,7 @@ def test_bounds_follow_the_next_chunk_boundary_and_the_idle_time() -> None:
 def test_an_append_never_skips_a_search_that_would_find_series_due(make_store: StoreFactory, clock: ManualClock) -> None:
     store = make_store(OPTS)
     steady, stops, late = _key("0"), _key("1"), _key("2")
-    searches = 0
-    cutoffs = store.cutoffs
-
-    def counted(force: bool = False, pressure: bool = False) -> np.ndarray:
-        nonlocal searches
-        searches += 1
-        return cutoffs(force, pressure)
-
-    store.cutoffs = counted  # type: ignore[method-assign]
+    searches, cutoffs = _count_searches(store)
     for i in range(5 * 60):  # five hours, a scrape a minute
         ts = T0 + 3 * MIN + i * MIN
         clock.set(ts)
@@ -73,7 +79,7 @@ def test_an_append_never_skips_a_search_that_would_find_series_due(make_store: S
     assert store.stats["checkpoints"] >= 2  # the boundaries at 2 h and 4 h, the idle series at ~1 h
     assert store.head.flushed_until[store.index.get(stops)] > T0  # flushed as idle
     # 300 appends; the searches ran around the boundaries, the new series and the idle time only.
-    assert searches < 60, searches
+    assert searches[0] < 60, searches
 
 
 def test_a_new_series_beside_pending_ones_is_marked_at_once_not_searched_for_a_grace(
@@ -84,25 +90,17 @@ def test_a_new_series_beside_pending_ones_is_marked_at_once_not_searched_for_a_g
     after it skip the search again instead of searching until the grace ends."""
     store = make_store(OPTS)
     old, new = _key("0"), _key("1")
-    searches = 0
-    cutoffs = store.cutoffs
-
-    def counted(force: bool = False, pressure: bool = False) -> np.ndarray:
-        nonlocal searches
-        searches += 1
-        return cutoffs(force, pressure)
-
-    store.cutoffs = counted  # type: ignore[method-assign]
+    searches, cutoffs = _count_searches(store)
     for i in range(40):  # ``new`` first comes at minute 20, well inside the 2 h range
         ts = T0 + 3 * MIN + i * MIN
         clock.set(ts)
         keys = [old] + ([new] if i >= 20 else [])
         store.append(SampleBatch.one_per_key(keys, ts, np.full(len(keys), float(i))))
         if i == 20:
-            searches = 0
+            searches[0] = 0
     checkpoints = store.stats["checkpoints"]
     # the search at minute 20 found ``new`` due and marked it; none after (the grace is 10 min)
-    assert searches <= 1, searches
+    assert searches[0] <= 1, searches
     assert _due(store, cutoffs) == 0
     sid = store.index.get(new)
     assert store.head.flushed_until[sid] == T0  # the chunk boundary below its samples

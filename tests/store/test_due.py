@@ -103,7 +103,8 @@ def test_a_new_series_beside_pending_ones_is_marked_at_once_not_searched_for_a_g
     assert searches[0] <= 1, searches
     assert _due(store, cutoffs) == 0
     sid = store.index.get(new)
+    assert sid is not None
     assert store.head.flushed_until[sid] == T0  # the chunk boundary below its samples
     assert store.stats["checkpoints"] == checkpoints  # no checkpoint was needed for it
-    ts, vals = store.head.series(sid)
+    _, vals = store.head.series(sid)
     assert vals.tolist() == [float(i) for i in range(20, 40)]  # every sample still read from the head

@@ -4,6 +4,7 @@ reads, out-of-order samples, flushes and trims."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -144,7 +145,12 @@ def test_a_seal_of_hundreds_of_scrape_batches_counts_them_into_place(seed: int, 
         runs.append((*head_blocks._csr(sid), ts, val))
     sorts: list[int] = []
     real_argsort = np.argsort
-    monkeypatch.setattr(head_blocks.np, "argsort", lambda *a, **k: sorts.append(1) or real_argsort(*a, **k))
+
+    def counted_argsort(*args: Any, **kwargs: Any) -> Any:
+        sorts.append(1)
+        return real_argsort(*args, **kwargs)
+
+    monkeypatch.setattr(np, "argsort", counted_argsort)
     block = head_blocks._merge(runs, True)
     assert not sorts  # counted
     got: dict[int, list[tuple[int, float]]] = {}

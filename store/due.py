@@ -57,37 +57,37 @@ def cutoffs(
     return cutoff
 
 
+def _due_and_pending(head: Head, cutoff: Int64Array) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Per series: due (a cutoff past what is flushed) and pending (samples not yet flushed).
+    Unused id slots hold NEVER in both arrays: they are neither."""
+    pending = (head.last_ts != NEVER) & (head.last_ts >= head.flushed_until)
+    return pending & (cutoff > head.flushed_until), pending
+
+
 def due_counts(head: Head, cutoff: Int64Array) -> tuple[int, int]:
     """(series due, series pending): pending ones hold samples not yet flushed; due ones have a
-    cutoff past what is flushed. Unused id slots hold NEVER in both arrays: they are neither."""
-    pending = (head.last_ts != NEVER) & (head.last_ts >= head.flushed_until)
-    due = pending & (cutoff > head.flushed_until)
+    cutoff past what is flushed."""
+    due, pending = _due_and_pending(head, cutoff)
     return int(np.count_nonzero(due)), int(np.count_nonzero(pending))
 
 
 def due_after_marking(head: Head, cutoff: Int64Array) -> tuple[int, int, int]:
-    """:func:`due_counts` once :func:`mark_empty_due` marked what it can, and how many it marked."""
-    counts = due_counts(head, cutoff)
-    if counts[0] == 0 or not (marked := mark_empty_due(head, cutoff)):
-        return (*counts, 0)
-    return (*due_counts(head, cutoff), marked)
+    """:func:`due_counts` after the flushed mark of every due series that holds no sample below
+    its cutoff (``first_ts`` is a lower bound on its head samples) moved to that cutoff, as a
+    checkpoint would, without one; and how many moved (they stay pending).
 
-
-def mark_empty_due(head: Head, cutoff: Int64Array) -> int:
-    """Advance the flushed mark of every due series that holds no sample below its cutoff
-    (``first_ts`` is a lower bound on its head samples), as a checkpoint would, without one;
-    returns how many. Why: a new series is due at once (nothing of it is flushed), so every
-    series a target adds kept every append searching for due series until a checkpoint ran --
-    the store's grace (a minute) after the first series came -- though there was nothing of
-    them to write. Marks only grow and no sample moves, so a checkpoint in flight is unaffected."""
-    n = min(len(cutoff), head.capacity)
-    flushed = head.flushed_until[:n]
-    last = head.last_ts[:n]
-    empty = np.flatnonzero((last != NEVER) & (last >= flushed) & (cutoff[:n] > flushed)
-                           & (head.first_ts[:n] >= cutoff[:n]))
+    Why: a new series is due at once (nothing of it is flushed), so every series a target added
+    kept every append searching for due series until a checkpoint ran -- the store's grace (a
+    minute) after the first came -- though there was nothing of them to write. Marks only grow
+    and no sample moves, so a checkpoint in flight is unaffected."""
+    due, pending = _due_and_pending(head, cutoff)
+    n_due, n_pending = int(np.count_nonzero(due)), int(np.count_nonzero(pending))
+    if n_due == 0:
+        return 0, n_pending, 0
+    empty = np.flatnonzero(due & (head.first_ts >= cutoff))
     if len(empty):
         head.mark_flushed(empty, cutoff)
-    return len(empty)
+    return n_due - len(empty), n_pending, len(empty)
 
 
 class DueGate:

@@ -300,10 +300,9 @@ class TimeSeriesStore:
             self._due(pressure=True)
             return
         if self.head.samples > self._pressure_at:
-            self._due(pressure=True)
-            # If little could be flushed (everything is recent), wait for real growth before
-            # trying again rather than re-running a useless checkpoint on every append.
+            # Until the checkpoint is applied (checkpoint_applied), wait for growth, not ask per append.
             self._pressure_at = max(self.options.max_head_samples, int(self.head.samples * 1.25))
+            self._due(pressure=True)
             return
         if not search:
             return
@@ -332,8 +331,8 @@ class TimeSeriesStore:
         self._due_since = None
 
     def checkpoint_applied(self, pressure: bool) -> None:
-        """After a background early checkpoint, the next waits for the head to grow a quarter past what
-        it left, not past what set it off (the trigger would climb with the head). Lock held."""
+        """After an early checkpoint, the next waits for the head to grow a quarter past what it left,
+        not past what set it off (then the trigger climbs with the head). Store lock held."""
         if pressure:
             self._pressure_at = max(self.options.max_head_samples, int(self.head.samples * 1.25))
 
@@ -352,6 +351,7 @@ class TimeSeriesStore:
             flushed = run_checkpoint(self, self.cutoffs(force=force, pressure=pressure), self.retain_ms(pressure),
                                      self.stopped() if pressure else None)
             self.checkpoint_planned(pressure)
+            self.checkpoint_applied(pressure)
             if flushed:
                 self.stats["checkpoints"] += 1
             return flushed

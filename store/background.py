@@ -215,7 +215,7 @@ class BackgroundCheckpoints:
                 # connection holds SQLite's write lock: an append holding it may be waiting for
                 # that write lock.
                 if publish is None:
-                    store.publish_gate.begin(np.unique(plan.flush[0]))
+                    store.publish_gate.begin(plan.flush.usid)
                 self._conn.commit()
             except BaseException:
                 self._conn.rollback()

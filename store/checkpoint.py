@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _no_samples() -> tuple[Int64Array, Int64Array, Float64Array]:
-    return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64)
+def _no_samples() -> Block:
+    return _Block.of(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
 
 
 # Samples encoded and folded per slice: the transaction stays one, but the temporaries
@@ -76,14 +76,16 @@ class Plan:
     flushed_until: Int64Array
     frozen: Frozen
     wal_ranges: list[tuple[int, int]]
-    flush: tuple[Int64Array, Int64Array, Float64Array] = field(default_factory=_no_samples)
+    # Packed where large (store.head_packed): written over most of the time between early
+    # checkpoints, as plain columns (24 bytes a sample) it was a third of the service's memory.
+    flush: Block = field(default_factory=_no_samples)
     trimmed: list[Block] | None = None
     bound: Int64Array = field(default_factory=lambda: np.empty(0, np.int64))
     written: list[tuple[int, Frame, Frame]] = field(default_factory=list)
 
     @property
     def samples(self) -> int:
-        return int(len(self.flush[0]))
+        return len(self.flush)
 
     @property
     def empty(self) -> bool:
@@ -152,7 +154,7 @@ def prepare(plan: Plan) -> Plan:
     unflushed = ts >= plan.flushed_until[sid]
     below = ts < plan.cutoff[sid]
     due = unflushed & below
-    plan.flush = (sid[due], ts[due], val[due])
+    plan.flush = pack_if_large(_Block.of(sid[due], ts[due], val[due]))
     kept = ts >= plan.bound[sid]
     plan.trimmed = [pack_if_large(_Block.of(sid[kept], ts[kept], val[kept])), *untouched]
     return plan
@@ -166,15 +168,15 @@ def write_checkpoint(store: TimeSeriesStore, cur: Any, plan: Plan, pause: Callab
     ``pause``: called between slices (a background checkpoint gives way to appends there).
     ``hooks``: told each slice's series before and after it is written; a caller that commits
     after each makes every slice a transaction of its own (see :mod:`store.background`)."""
-    sid, ts, val = plan.flush
-    for lo, hi in _slices(sid, slice_samples):
+    for lo, hi in _slices(plan.flush.offs, slice_samples):
         if pause is not None:
             pause()
+        sid, ts, val = plan.flush.series(lo, hi)
         if hooks is not None:
-            hooks.before(sid[lo:hi])
-        plan.written.extend(_flush_slice(store, cur, sid[lo:hi], ts[lo:hi], val[lo:hi]))
+            hooks.before(sid)
+        plan.written.extend(_flush_slice(store, cur, sid, ts, val))
         if hooks is not None:
-            hooks.after(sid[lo:hi])
+            hooks.after(sid)
     p = store.backend.param
     for at in range(0, len(plan.wal_ranges), _RANGES_PER_DELETE):
         ranges = plan.wal_ranges[at : at + _RANGES_PER_DELETE]
@@ -223,18 +225,17 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
     return plan.samples
 
 
-def _slices(sid: Int64Array, budget: int) -> list[tuple[int, int]]:
-    """[lo, hi) ranges of whole series, each about ``budget`` samples (one series may exceed it)."""
-    if len(sid) == 0:
-        return []
-    starts = np.flatnonzero(np.append(True, sid[1:] != sid[:-1])).tolist()
+def _slices(offs: Int64Array, budget: int) -> list[tuple[int, int]]:
+    """[lo, hi) ranges of series positions (``offs``: where each series' samples start, as in
+    :class:`store.head_blocks._Block`), each about ``budget`` samples (one series may exceed it)."""
     out: list[tuple[int, int]] = []
     lo = 0
-    for start in starts[1:]:
-        if start - lo >= budget:
-            out.append((lo, start))
-            lo = start
-    out.append((lo, len(sid)))
+    for at, start in enumerate(offs[1:-1].tolist(), 1):
+        if start - int(offs[lo]) >= budget:
+            out.append((lo, at))
+            lo = at
+    if len(offs) > 1:
+        out.append((lo, len(offs) - 1))
     return out
 
 

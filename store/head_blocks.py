@@ -52,6 +52,11 @@ class _Block:
         """The id of every sample (a new array)."""
         return np.repeat(self.usid, np.diff(self.offs))
 
+    def series(self, lo: int, hi: int) -> tuple[Int64Array, Int64Array, Float64Array]:
+        """(id, timestamp, value) of every sample of the series at positions [lo, hi)."""
+        a, b = int(self.offs[lo]), int(self.offs[hi])
+        return np.repeat(self.usid[lo:hi], np.diff(self.offs[lo : hi + 1])), self.ts[a:b], self.val[a:b]
+
     def segments(self, sids: Int64Array) -> tuple[Int64Array, Int64Array]:
         """[lo, hi) of each id's samples; an absent id gets lo == hi at its sorted place."""
         usid = self.usid

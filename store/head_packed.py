@@ -207,6 +207,11 @@ class PackedBlock:
     def sid(self) -> Int64Array:
         return np.repeat(self.usid, np.diff(self.offs))
 
+    def series(self, lo: int, hi: int) -> tuple[Int64Array, Int64Array, Float64Array]:
+        """(id, timestamp, value) of every sample of the series at positions [lo, hi), decoded."""
+        ts, val = self._decode(np.arange(lo, hi, dtype=np.int64))
+        return np.repeat(self.usid[lo:hi], np.diff(self.offs[lo : hi + 1])), ts, val
+
     segments = _Block.segments
 
     def firsts(self) -> Int64Array:

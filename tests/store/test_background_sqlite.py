@@ -100,7 +100,8 @@ def test_a_sqlite_checkpoint_killed_between_slices_loses_and_doubles_nothing(
         if died.is_set():  # dies here: the slice in progress is rolled back, nothing more is written
             raise RuntimeError("killed between slices")
         real_after(self, sids)
-        if len(set(self.plan.flush[0].tolist())) and int(sids[0]) == int(self.plan.flush[0][5 * 120]):
+        flushed = self.plan.flush.sid()
+        if len(flushed) and int(sids[0]) == int(flushed[5 * 120]):
             died.set()
 
     monkeypatch.setattr(background_module.SlicePublisher, "after", dying_after)

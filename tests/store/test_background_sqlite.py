@@ -225,3 +225,40 @@ def test_on_sqlite_the_wal_file_is_checkpointed_by_the_background_thread_not_by_
     finally:
         raw.close()
         engine.dispose()
+
+
+def test_a_background_checkpoint_on_sqlite_copies_its_pages_every_so_many_samples_not_every_slice(
+        sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each slice commits on its own, but the WAL file is checkpointed (with its syncs) once every
+    WAL_CHECKPOINT_SLICE_SAMPLES and once at the end; after every slice, an early checkpoint at
+    100 k series ran ~2,600 of them. Everything flushed is still read back."""
+    monkeypatch.setattr(background_module, "BACKGROUND_SLICE_SAMPLES", 120)  # 6 series a slice
+    monkeypatch.setattr(background_module, "WAL_CHECKPOINT_SLICE_SAMPLES", 600)  # every 5 slices
+    store = TimeSeriesStore(create_store_engine(sqlite_url), ManualClock(T0),
+                            StoreOptions(background_checkpoints=True, checkpoint_grace_ms=0))
+    store.open()
+    assert store.background is not None
+    slices: list[int] = []
+    wal_checkpoints: list[int] = []
+    real_after, real_wal = background_module.SlicePublisher.after, background_module.BackgroundCheckpoints.checkpoint_wal
+
+    def counted_after(self: Any, sids: Any) -> None:
+        slices.append(len(sids))
+        real_after(self, sids)
+
+    def counted_wal(self: Any) -> int:
+        wal_checkpoints.append(sum(slices))
+        return real_wal(self)
+
+    monkeypatch.setattr(background_module.SlicePublisher, "after", counted_after)
+    monkeypatch.setattr(background_module.BackgroundCheckpoints, "checkpoint_wal", counted_wal)
+    try:
+        start = T0 - T0 % (2 * HOUR)
+        for i in range(126):  # one sample a minute: the first 2 h range comes due at the end
+            scrape(store, start + i * MIN, float(i))
+        wait_for(lambda: store.stats["checkpoints"] >= 1)
+        assert sum(slices) == 120 * len(KEYS)  # 20 slices
+        assert wal_checkpoints == [600, 1_200, 1_800, 2_400, 2_400]  # every fifth slice, and at the end
+        assert every_sample(store)["7"] == ([start + i * MIN for i in range(126)], [float(i) for i in range(126)])
+    finally:
+        store.close()

@@ -60,19 +60,24 @@ class RollupCache:
         self._evict()
 
     def extend(self, resolution: int, rows: Frame) -> None:
-        """Append a checkpoint's rows (sorted by series, then bucket) to cached series."""
+        """Append a checkpoint's rows (sorted by series, then bucket) to cached series.
+
+        Walks the smaller side: a background checkpoint calls this for each slice of a few dozen
+        series, and listing every cached series each time cost 4 % of `infermeter up`'s CPU."""
         if not self._entries or len(rows) == 0:
             return
-        cached = [sid for (res, sid) in self._entries if res == resolution]
-        if not cached:
-            return
-        sids = np.asarray(cached, np.int64)
-        lo = np.searchsorted(rows.sid, sids, side="left")
-        hi = np.searchsorted(rows.sid, sids, side="right")
+        firsts = np.flatnonzero(np.append(True, rows.sid[1:] != rows.sid[:-1]))
+        if len(firsts) <= len(self._entries):
+            sids = rows.sid[firsts]
+            lo, hi = firsts, np.append(firsts[1:], len(rows))
+        else:
+            sids = np.asarray([sid for (res, sid) in self._entries if res == resolution], np.int64)
+            lo = np.searchsorted(rows.sid, sids, side="left")
+            hi = np.searchsorted(rows.sid, sids, side="right")
         for sid, a, b in zip(sids.tolist(), lo.tolist(), hi.tolist()):
-            if a == b:
+            entry = self._entries.get((resolution, sid))
+            if entry is None or a == b:
                 continue
-            entry = self._entries[(resolution, sid)]
             entry.frame = Frame.concat([entry.frame, rows.window(a, b)])
             self.rows += b - a
         self._evict()

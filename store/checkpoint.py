@@ -76,8 +76,8 @@ class Plan:
     flushed_until: Int64Array
     frozen: Frozen
     wal_ranges: list[tuple[int, int]]
-    # Packed where large (store.head_packed): written over most of the time between early
-    # checkpoints, as plain columns (24 bytes a sample) it was a third of the service's memory.
+    # Packed where large (store.head_packed): held while it is written, beside the head; as plain
+    # columns (24 bytes a sample) an early checkpoint at 100 k series at 1 s held ~300 MiB.
     flush: Block = field(default_factory=_no_samples)
     trimmed: list[Block] | None = None
     bound: Int64Array = field(default_factory=lambda: np.empty(0, np.int64))

@@ -223,7 +223,7 @@ class BackgroundCheckpoints:
                     store.publish_gate.begin(plan.flush.usid)
                 self._conn.commit()
                 if publish is not None:
-                    publish.finish()
+                    publish.copy_pages()
             except BaseException:
                 self._conn.rollback()
                 with store.lock:
@@ -275,9 +275,9 @@ class SlicePublisher:
             store.publish_gate.end()
         self._since_wal_checkpoint += len(sids)
         if self._since_wal_checkpoint >= WAL_CHECKPOINT_SLICE_SAMPLES:
-            self.finish()
+            self.copy_pages()
 
-    def finish(self) -> None:
+    def copy_pages(self) -> None:
         """Copy the slices' pages into the database file, between appends."""
         self._since_wal_checkpoint = 0
         self.checkpoint_wal()

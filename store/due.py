@@ -1,4 +1,4 @@
-"""Which series are due to be checkpointed (:func:`cutoffs`, :func:`due_counts`), and when an
+"""Which series are due to be checkpointed (:func:`cutoffs`, :func:`due_after_marking`), and when an
 append may skip looking (:class:`DueGate`).
 
 After every append group the store looked for due series: a cutoff for every series
@@ -57,30 +57,19 @@ def cutoffs(
     return cutoff
 
 
-def _due_and_pending(head: Head, cutoff: Int64Array) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-    """Per series: due (a cutoff past what is flushed) and pending (samples not yet flushed).
-    Unused id slots hold NEVER in both arrays: they are neither."""
-    pending = (head.last_ts != NEVER) & (head.last_ts >= head.flushed_until)
-    return pending & (cutoff > head.flushed_until), pending
-
-
-def due_counts(head: Head, cutoff: Int64Array) -> tuple[int, int]:
-    """(series due, series pending): pending ones hold samples not yet flushed; due ones have a
-    cutoff past what is flushed."""
-    due, pending = _due_and_pending(head, cutoff)
-    return int(np.count_nonzero(due)), int(np.count_nonzero(pending))
-
-
 def due_after_marking(head: Head, cutoff: Int64Array) -> tuple[int, int, int]:
-    """:func:`due_counts` after the flushed mark of every due series that holds no sample below
+    """(series due, series pending, series marked): pending ones hold samples not yet flushed;
+    due ones have a cutoff past what is flushed (unused id slots hold NEVER in both arrays: they
+    are neither). Counted after the flushed mark of every due series that holds no sample below
     its cutoff (``first_ts`` is a lower bound on its head samples) moved to that cutoff, as a
-    checkpoint would, without one; and how many moved (they stay pending).
+    checkpoint would, without one; those are the marked ones (they stay pending).
 
     Why: a new series is due at once (nothing of it is flushed), so every series a target added
     kept every append searching for due series until a checkpoint ran -- the store's grace (a
     minute) after the first came -- though there was nothing of them to write. Marks only grow
     and no sample moves, so a checkpoint in flight is unaffected."""
-    due, pending = _due_and_pending(head, cutoff)
+    pending = (head.last_ts != NEVER) & (head.last_ts >= head.flushed_until)
+    due = pending & (cutoff > head.flushed_until)
     n_due, n_pending = int(np.count_nonzero(due)), int(np.count_nonzero(pending))
     if n_due == 0:
         return 0, n_pending, 0

@@ -25,6 +25,11 @@ def _csr(sid: Int64Array) -> tuple[Int64Array, Int64Array]:
     return sid[starts], np.append(starts, n).astype(np.int64)
 
 
+def ids_of(usid: Int64Array, offs: Int64Array, lo: int, hi: int) -> Int64Array:
+    """The id of every sample of the series at positions [lo, hi) of a block (a new array)."""
+    return np.repeat(usid[lo:hi], np.diff(offs[lo : hi + 1]))
+
+
 class _Block:
     """Samples sorted by (sid, ts). The ids are kept once per series, not per sample (``usid``
     and ``offs``, as in a CSR matrix): a third less memory than an id column.
@@ -55,7 +60,7 @@ class _Block:
     def series(self, lo: int, hi: int) -> tuple[Int64Array, Int64Array, Float64Array]:
         """(id, timestamp, value) of every sample of the series at positions [lo, hi)."""
         a, b = int(self.offs[lo]), int(self.offs[hi])
-        return np.repeat(self.usid[lo:hi], np.diff(self.offs[lo : hi + 1])), self.ts[a:b], self.val[a:b]
+        return ids_of(self.usid, self.offs, lo, hi), self.ts[a:b], self.val[a:b]
 
     def segments(self, sids: Int64Array) -> tuple[Int64Array, Int64Array]:
         """[lo, hi) of each id's samples; an absent id gets lo == hi at its sorted place."""

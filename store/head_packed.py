@@ -32,7 +32,7 @@ import numpy.typing as npt
 
 from store.codec_parts import decimals_per_segment, timestamp_dods
 from store.flat_runs import segmented_cumsum_inplace, spread, starts_of
-from store.head_blocks import Run, _Block
+from store.head_blocks import Run, _Block, ids_of
 from store.types import Float64Array, Int64Array
 
 PACK_MIN_SAMPLES = 1 << 18  # smaller blocks are short-lived: merged again soon
@@ -210,7 +210,7 @@ class PackedBlock:
     def series(self, lo: int, hi: int) -> tuple[Int64Array, Int64Array, Float64Array]:
         """(id, timestamp, value) of every sample of the series at positions [lo, hi), decoded."""
         ts, val = self._decode(np.arange(lo, hi, dtype=np.int64))
-        return np.repeat(self.usid[lo:hi], np.diff(self.offs[lo : hi + 1])), ts, val
+        return ids_of(self.usid, self.offs, lo, hi), ts, val
 
     segments = _Block.segments
 

@@ -10,9 +10,8 @@ Write path (:meth:`TimeSeriesStore.append`), under one lock:
    acknowledged, so a killed process loses nothing it acknowledged;
 4. add them to the head, and checkpoint when series are due.
 
-A checkpoint (:mod:`store.checkpoint`) turns head samples below each series' cutoff into
-chunks and rollups, deletes every write-ahead row and writes one row with the unflushed tail,
-all in one transaction. At open the head is rebuilt from that tail plus newer rows.
+A checkpoint (:mod:`store.checkpoint`) turns head samples below each series' cutoff into chunks
+and rollups and deletes the write-ahead rows it emptied; at open the head is rebuilt from the rest.
 """
 
 from __future__ import annotations
@@ -300,10 +299,8 @@ class TimeSeriesStore:
             self._due(pressure=True)
             return
         if self.head.samples > self._pressure_at:
-            # Until the checkpoint is applied (checkpoint_applied), wait for growth, not ask per append.
-            self._pressure_at = max(self.options.max_head_samples, int(self.head.samples * 1.25))
-            self._due(pressure=True)
-            return
+            self._wait_for_growth()  # until the checkpoint is applied: not asked again per append
+            return self._due(pressure=True)
         if not search:
             return
         n_due, n_pending, marked = due_after_marking(self.head, self.cutoffs())
@@ -331,10 +328,13 @@ class TimeSeriesStore:
         self._due_since = None
 
     def checkpoint_applied(self, pressure: bool) -> None:
-        """After an early checkpoint, the next waits for the head to grow a quarter past what it left,
-        not past what set it off (then the trigger climbs with the head). Store lock held."""
+        """After an early checkpoint (store lock held), the next waits for the head to grow a quarter
+        past what it left, not past what set it off (then the trigger climbs with the head)."""
         if pressure:
-            self._pressure_at = max(self.options.max_head_samples, int(self.head.samples * 1.25))
+            self._wait_for_growth()
+
+    def _wait_for_growth(self) -> None:  # the next early checkpoint: a quarter past the head now
+        self._pressure_at = max(self.options.max_head_samples, int(self.head.samples * 1.25))
 
     def checkpoint(self, force: bool = False, pressure: bool = False) -> int:
         """Flush due head samples to chunks and rollups, in the calling thread; returns the

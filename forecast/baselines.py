@@ -93,56 +93,90 @@ class SeasonalNaiveSES(Baseline):
     seasonal differences ``d_t = y_t - y_(t-period)`` (the smoothing weight chosen on a grid by
     one-step squared error), added to the last season -- ARIMA(0,1,1)(0,1,0) in effect. On a
     stable week the gap smooths to about zero and this is seasonal naive; after a level shift
-    (a tenant gone since Wednesday, a warm spell) the gap carries the new level forward. The
-    selector fits it on ``log(y + c)`` (:class:`LogScale`), where the gap is a ratio that
-    follows a load x 1.8 at every hour of the day; a plain ratio of this week to last, without
-    the offset ``c``, exploded on a real session-count series with idle hours (20x the error of
-    seasonal naive)."""
+    (a tenant gone since Wednesday, a warm spell) the gap carries the new level forward.
+
+    With ``log`` (the selector's choice) the gaps are taken on ``log(y + c)`` (``c`` a
+    twentieth of the mean, :meth:`forecast.clean.Transform.log_for`), where the gap is a ratio
+    that follows a load x 1.8 at every hour of the day; a plain ratio of this week to last,
+    without the offset, exploded on a real session-count series with idle hours (20x the error
+    of seasonal naive). Each gap then counts in proportion to the load it rests on (the mean of
+    its two values over the series' mean, at most 1): an idle hour's 0 against last week's 1 is
+    a log gap of -1 that says nothing about the load. Smoothed unweighted, the night hours at
+    the end of a history set the gap: on real hourly departures of an airport, forecast from
+    midnight, that halved the next day (WAPE 0.54 against seasonal naive's 0.17)."""
 
     alphas = np.linspace(0.02, 0.6, 30)
 
-    def __init__(self, period: int, sub: int) -> None:
-        self.period, self.sub = period, sub
-        self.name = f"snaive{period}_ses"
+    def __init__(self, period: int, sub: int, *, log: bool = False) -> None:
+        self.period, self.sub, self.log = period, sub, log
+        self.name = f"snaive{period}_ses" + ("[log]" if log else "")
         self.min_length = period + sub  # a sub-period (a day) of gaps to smooth
 
     def fit(self, y: F64) -> Fitted:
         y = self._require(y)
         m, n = self.period, y.shape[0]
-        d = y[m:] - y[:-m]
-        best_sse, gap, errors = np.inf, 0.0, np.full(d.shape[0] - 1, np.nan)
-        for alpha in self.alphas:
-            # level_t = alpha d_t + (1 - alpha) level_(t-1), from level_0 = d_0
-            from scipy.signal import lfilter  # here: scipy costs ~20 MiB in a process that never forecasts
-
-            level, _ = lfilter([alpha], [1.0, alpha - 1.0], d[1:], zi=[(1.0 - alpha) * d[0]])
-            e = d[1:] - np.concatenate([[d[0]], level[:-1]])
-            sse = float(e @ e)
-            if sse < best_sse:
-                best_sse, gap, errors = sse, float(level[-1]), e
+        transform = Transform.log_for(y) if self.log else Transform()
+        z = transform.forward(y)
+        d = z[m:] - z[:-m]
+        weight = _load_weights(y, m) if self.log else np.ones(d.shape[0])
+        gap, one_step = _smoothed_gap(d, weight, self.alphas)
         resid = np.full(n, np.nan)
-        resid[m + 1 :] = errors
+        resid[m + 1 :] = y[m + 1 :] - transform.inverse(z[1 : n - m] + one_step)
         # Last season with its accidents (a holiday) replaced, as seasonal naive's guard does.
-        last = _guarded(y, m, self.sub) if n >= 3 * m and m % self.sub == 0 else y[n - m :]
+        last = _guarded(z, m, self.sub) if n >= 3 * m and m % self.sub == 0 else z[n - m :]
         steps = np.arange(self.max_h)
-        return PathFit(last[steps % m] + self._moves(d, n, gap, steps), rms(resid) * np.sqrt(steps // m + 1.0), resid)
+        mean = transform.inverse(last[steps % m] + self._moves(d, weight, n, gap, steps))
+        return PathFit(mean, rms(resid) * np.sqrt(steps // m + 1.0), resid)
 
-    def _moves(self, d: F64, n: int, gap: float, steps: npt.NDArray[np.int64]) -> F64:
+    def _moves(self, d: F64, weight: F64, n: int, gap: float, steps: npt.NDArray[np.int64]) -> F64:
         """The gap to add to each copied step: less what the copied step already holds. A
         copied hour from after a level change was already at the new level; adding the gap to
         it too counted the change twice (a week after a tenant moved in, the forecast was 1.8 x
-        the new level). What a copied step holds is the mean gap over the sub-period (a day) up
-        to it, kept between zero and the mean gap now; where the history is too short to say
-        (a copy less than a season and a sub-period in), the whole gap is added, as before."""
+        the new level). What a copied step holds is the (weighted) mean gap over the sub-period
+        (a day) up to it, kept between zero and the mean gap now; where the history is too short
+        to say (a copy less than a season and a sub-period in), the whole gap is added, as
+        before."""
         m, k = self.period, self.sub
         held = np.full(n, np.nan)  # held[t]: mean of the gaps d over the k steps up to t
         if d.shape[0] >= k:
-            sums = np.concatenate([[0.0], np.cumsum(d)])
-            held[m + k - 1 :] = (sums[k:] - sums[:-k]) / k
+            sums = np.concatenate([[0.0], np.cumsum(weight * d)])
+            weights = np.concatenate([[0.0], np.cumsum(weight)])
+            total = weights[k:] - weights[:-k]
+            held[m + k - 1 :] = np.where(total > 0, (sums[k:] - sums[:-k]) / np.maximum(total, 1e-300), 0.0)
         now = held[n - 1] if np.isfinite(held[n - 1]) else gap
         copied = held[n - m + steps % m]
         kept = np.clip(np.nan_to_num(copied), min(0.0, now), max(0.0, now))
         return np.asarray(gap - np.where(np.isfinite(copied), kept, 0.0), dtype=np.float64)
+
+
+def _load_weights(y: F64, m: int) -> F64:
+    """Per seasonal gap ``y_t - y_(t-m)``: the mean of its two values over the series' mean
+    load, at most 1 (see :class:`SeasonalNaiveSES`)."""
+    load = np.maximum(y, 0.0)
+    mean = float(np.mean(load))
+    if mean <= 0:
+        return np.ones(y.shape[0] - m)
+    return np.asarray(np.minimum(1.0, (load[m:] + load[:-m]) / (2.0 * mean)), dtype=np.float64)
+
+
+def _smoothed_gap(d: F64, weight: F64, alphas: F64) -> tuple[float, F64]:
+    """Weighted simple exponential smoothing of ``d`` from ``level_0 = d_0``: ``level_t =
+    level_(t-1) + alpha w_t (d_t - level_(t-1))``, the weight ``alpha`` of least weighted
+    one-step squared error (all of them at once). Returns the last level and the chosen
+    weight's one-step forecasts of ``d_1 ..``."""
+    level = np.full(alphas.shape[0], d[0])
+    sse = np.zeros(alphas.shape[0])
+    for t in range(1, d.shape[0]):
+        error = d[t] - level
+        sse += weight[t] * error * error
+        level = level + alphas * (weight[t] * error)
+    best = float(alphas[int(np.argmin(sse))])
+    one_step = np.empty(d.shape[0] - 1)
+    current = float(d[0])
+    for t in range(1, d.shape[0]):
+        one_step[t - 1] = current
+        current += best * weight[t] * (d[t] - current)
+    return current, one_step
 
 
 class RecentMedian(Baseline):

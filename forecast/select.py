@@ -145,7 +145,7 @@ def candidates(y: F64, config: SelectConfig) -> list[Forecaster]:
         out.append(SeasonalNaive(long_m, guard=m if long_m % m == 0 else 0))
         out.append(RecentMedian(long_m, week=long_m))
         if n >= long_m + m:
-            out.append(LogScale(SeasonalNaiveSES(long_m, m)))
+            out.append(SeasonalNaiveSES(long_m, m, log=True))
         if long_m % m == 0:
             out.append(DayTypeProfile(m, long_m // m))
         if n >= 2 * long_m:

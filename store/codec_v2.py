@@ -120,13 +120,26 @@ def encode_segments_v2(ts_ms: Int64Array, values: Float64Array, starts: Int64Arr
             firsts = [zigzag_int(first_int)] + ([zigzag_int(first_delta)] if o == 2 else [])
             head = HEAD.pack(ENCODING_V2, flags_of(MODE_INT, o, ts_form, val_form), tk, vk, k, first_ts)
         else:
-            planes, words = deflate(xor_bytes[s:e].T.tobytes(), level), deflate(xor_bytes[s:e].tobytes(), level)
-            layout, val_part = (2, words) if len(words) < len(planes) else (1, planes)
+            layout, val_part = _xor_part(xor_bytes[s:e], level)
             val_size, firsts = len(val_part), []
             head = HEAD.pack(ENCODING_V2, flags_of(MODE_XOR, layout, ts_form, RAW), tk, 0, 0, first_ts)
         sizes = encode_varints([zigzag_int(first_gap), ts_streams.sizes[i], val_size, *firsts])
         out.append(head + sizes + ts_streams.parts[i] + val_part)
     return out
+
+
+def _xor_part(rows: np.ndarray, level: int) -> tuple[int, bytes]:
+    """(layout, deflated bytes) of one chunk's XORed values: 1 for byte planes, 2 for whole
+    words. Words deflate smaller only where nearly nothing changes, and there the planes
+    already deflate under a byte a sample: only then are words tried too. Deflating both
+    every time took a fifth of the CPU of a store checkpointing early under memory pressure
+    with half its series float-valued (py-spy; a deflate's set-up dominates on small chunks);
+    on varying floats of 75 samples the planes came out 8-16 % smaller."""
+    planes = deflate(rows.T.tobytes(), level)
+    if len(planes) >= len(rows):
+        return 1, planes
+    words = deflate(rows.tobytes(), level)
+    return (2, words) if len(words) < len(planes) else (1, planes)
 
 
 def _xor_rows(vals: Float64Array, at: Int64Array) -> np.ndarray:

@@ -95,6 +95,34 @@ def test_segments_encode_like_single_chunks() -> None:
         assert np.array_equal(out_ts, pts) and _same_bits(out_vals, pvals)
 
 
+def test_float_chunks_deflate_their_xor_planes_once_and_nearly_constant_ones_try_words(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Varying floats keep the byte planes (deflated once); where the planes already take under
+    a byte a sample, whole words are tried too and kept when smaller. Both round trip exactly."""
+    from store import codec_v2
+
+    rng = np.random.default_rng(4)
+    ts = np.arange(75, dtype=np.int64) * 1000
+    varying = np.round(rng.uniform(0, 100, 75), 3) * 0.01
+    nearly_constant = np.full(75, 0.1) + (np.arange(75) % 3) * 1e-9
+    calls: list[int] = []
+    real = codec_v2.deflate
+
+    def counting(raw: bytes, level: int = 6) -> bytes:
+        calls.append(len(raw))
+        return real(raw, level)
+
+    monkeypatch.setattr(codec_v2, "deflate", counting)
+    layouts = {}
+    for name, vals in (("varying", varying), ("nearly_constant", nearly_constant)):
+        calls.clear()
+        blob = encode(ts, vals)
+        layouts[name] = (1 + (blob[1] >> 1 & 1), len(calls))  # flags bit 1: whole words
+        assert _same_bits(decode(blob, len(vals))[1], vals), name
+    assert layouts == {"varying": (1, 1), "nearly_constant": (2, 2)}
+
+
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_corrupt_chunks_and_wal_rows_raise_typed_errors(encoding: int) -> None:
     # noisy values: a regular series (zero residuals) codes no bytes per sample, so any count decodes

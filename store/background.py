@@ -169,6 +169,11 @@ class BackgroundCheckpoints:
         while self.store.appending and time.monotonic() < deadline:
             time.sleep(0.001)
 
+    @property
+    def native_id(self) -> int | None:
+        """The thread's id for the operating system (its CPU in /proc), None when not running."""
+        return None if self._thread is None else self._thread.native_id
+
     def merge_head(self, pending_from: int | None = None) -> int:
         """The head's due seals and merges, each merged off the lock and put in place under it
         (an append that sealed inline waited for all of it: ~100 ms at 2 M samples). Returns
@@ -239,6 +244,7 @@ class BackgroundCheckpoints:
                 store.pending_floor = None
                 store.publish_gate.end()
                 store.stats["checkpoints"] += 1
+                store.stats["flushed"] += plan.samples
             return plan.samples
 
 

@@ -103,7 +103,7 @@ class TimeSeriesStore:
         self._pressure_at = self.options.max_head_samples
         self._stopped_check_at = float("-inf")
         self._last_retention_ms = NEVER
-        self.stats = {"appended": 0, "duplicates": 0, "rejected": 0, "checkpoints": 0}
+        self.stats = {"appended": 0, "duplicates": 0, "rejected": 0, "checkpoints": 0, "flushed": 0}
         self._rejected: dict[RejectReason, int] = {reason: 0 for reason in RejectReason}
         self.active = ActiveSeries(self.head, self.options.max_series, self.options.idle_flush_ms)
 
@@ -352,8 +352,8 @@ class TimeSeriesStore:
                                      self.stopped() if pressure else None)
             self.checkpoint_planned(pressure)
             self.checkpoint_applied(pressure)
-            if flushed:
-                self.stats["checkpoints"] += 1
+            self.stats["checkpoints"] += bool(flushed)
+            self.stats["flushed"] += flushed
             return flushed
 
     def maintain(self) -> None:

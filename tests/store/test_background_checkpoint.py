@@ -71,6 +71,7 @@ def test_appends_go_on_while_a_checkpoint_writes_and_nothing_is_lost_or_doubled(
     assert store.stats["checkpoints"] == 0
     release.set()
     wait_for(lambda: store.stats["checkpoints"] == 1)
+    assert store.stats["flushed"] == 120 * len(KEYS)  # the samples below the 2 h boundary
     assert store.pending_floor is None
     expected = ([*times], [float(i) for i in range(130)])
     assert all(v == expected for v in every_sample(store).values())

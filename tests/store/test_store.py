@@ -332,6 +332,7 @@ def test_checkpoint_runs_as_soon_as_every_live_series_is_due(make_store: StoreFa
     fill(store, keys, T0 + 500 * 15_000, 1, 15_000, lambda k, i: 1.0)  # T0 + 2h + 5m: all due
     assert store.stats["checkpoints"] == 1
     assert store.head.flushed_until[store.index.get(keys[0])] == T0 + 2 * HOUR
+    assert store.stats["flushed"] == 10 * 480  # each series' samples below T0 + 2h (15 s apart)
 
 
 def test_rollup_cache_stays_coherent_across_checkpoints_and_merges(make_store: StoreFactory, clock: ManualClock) -> None:

@@ -40,6 +40,9 @@ Everything is measured side by side in one run, on the same synthetic data:
 6. **restart** -- a stop and the next start with 35 M samples in the head (100,000 series x 350
    scrapes; quick: 10,000 x 100): a stop that writes what is due and the start that replays the
    rest, against a stop that checkpoints the whole head; see :mod:`benchmarks.store_restart`.
+7. **pressure** (only when named in ``--sections``; about 5 minutes a run) -- the store's CPU per
+   million samples while early checkpoints run, 60,000 series a second (quick: 20,000); see
+   :mod:`benchmarks.store_pressure`. A figure, no target.
 
 The output ends with one line per target:
 ``target <name>: <median> [<low>..<high>, median of <n>] (goal <op> <goal>) PASS|SHORT|SKIP``.
@@ -65,11 +68,13 @@ from benchmarks.store_bytes import bench_bytes
 from benchmarks.store_common import FULL, QUICK
 from benchmarks.store_dashboard import bench_dashboard
 from benchmarks.store_ingest import bench_ingest
+from benchmarks.store_pressure import bench_pressure
 from benchmarks.store_restart import bench_restart
 from benchmarks.store_rss import bench_rss
 from benchmarks.store_stalls import bench_stalls
 
 SECTIONS = ("ingest", "bytes", "dashboard", "rss", "stalls", "restart")
+OPT_IN = ("pressure",)  # run only when named
 
 
 # -- main ---------------------------------------------------------------------------------------
@@ -77,7 +82,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = bench_parser(__spec__.name, __doc__, "smaller sizes (about a minute)")
     add_repeats(parser)
     parser.add_argument(
-        "--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {', '.join(SECTIONS)}"
+        "--sections", default=",".join(SECTIONS), help=f"comma-separated subset of {', '.join(SECTIONS + OPT_IN)}"
     )
     parser.add_argument("--stall-series", type=int, help="series in the stalls section (default 100,000; quick 5,000)")
     parser.add_argument("--stall-head-minutes", type=int, default=20,
@@ -87,7 +92,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-vm", action="store_true", help="skip the VictoriaMetrics comparisons")
     args = parser.parse_args(argv)
     args.sections = [s.strip() for s in args.sections.split(",") if s.strip()]
-    unknown = set(args.sections) - set(SECTIONS)
+    unknown = set(args.sections) - set(SECTIONS + OPT_IN)
     if unknown:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
     return args
@@ -123,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             targets += bench_stalls(series, args.stall_head_minutes, args.stall_pace_ms, args.repeats, tmp, use_postgres)
         if "restart" in wanted:
             bench_restart(*((10_000, 100) if args.quick else (100_000, 350)), args.repeats, tmp)
+        if "pressure" in wanted:
+            bench_pressure(*((20_000, 360, 150, 0.15) if args.quick else (60_000, 420, 300, 0.4)), args.repeats, tmp)
     print(f"\n(total {time.perf_counter() - started:.0f} s, load average {os.getloadavg()[0]:.2f})\n")
     for line in targets:
         print(line)

@@ -1,0 +1,131 @@
+"""Section ``pressure`` of :mod:`benchmarks.store_bench` (opt-in): the store's own CPU per
+million samples while early checkpoints run, as in ``infermeter up`` at 100 k series scraped
+every second, without the scraping, parsing and rules around it.
+
+Why: the scrape benchmark's CPU windows swing by 5x at that size (an early checkpoint falls in
+a window or not), so a change to the checkpoint path cannot be told from the noise there. Here
+the data clock is a :class:`~store.ManualClock` that advances one second per round, and the
+rounds are paced on the wall clock (``pace_s``), so the background checkpoints run beside the
+appends as in the service, and the measured rounds span several checkpoint cycles.
+
+A SQLite store with background checkpoints and ``max_head_samples`` set so that the
+out-of-order window alone is over it (as at 100 k series with the default 10 M): every
+checkpoint is an early one. ``series`` series in ``targets`` appends per round (a scrape each),
+half of them gauges with three decimals and half their canonical copies (the gauge x 0.01,
+floats that take the XOR path), new values every round. Measured over ``measure`` rounds after
+``warm`` (past the out-of-order window and the first early checkpoints): process CPU per
+million samples appended (appends and checkpoints together), the checkpoints that ran, append
+latency and RSS; and the checkpoint thread's own CPU per million samples it flushed (from
+``/proc/self/task``), between the first and the last checkpoint that ended in the measured
+rounds: whole cycles only. How many checkpoints end in the measured rounds varies (2 or 3),
+which moves the first figure by a tenth or more, not the second. Printed per run and as the median of
+``repeats`` runs with the range; no target (the scrape benchmark's CPU target is end to end).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from benchmarks._common import mixed_fleet, section
+from infermeter import db
+from store import ManualClock, SampleBatch, StoreOptions, TimeSeriesStore, create_store_engine
+
+OUT_OF_ORDER_S = 300  # the store's default window, in rounds of one second
+
+
+def thread_cpu_s(native_id: int) -> float:
+    """CPU seconds (user + system) of one thread of this process (Linux)."""
+    fields = Path(f"/proc/self/task/{native_id}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class PressureRun:
+    cpu_per_m: float
+    checkpoint_cpu_per_m: float  # the checkpoint thread's CPU per M samples flushed, whole cycles (0: under two)
+    checkpoints: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    head_samples: int
+    rss_mib: float
+
+    def line(self) -> str:
+        return (f"  {self.cpu_per_m:5.2f} CPU-s per M samples; checkpoint thread {self.checkpoint_cpu_per_m:5.2f} "
+                f"CPU-s per M flushed; {self.checkpoints} checkpoints; append p50 "
+                f"{self.p50_ms:.1f} p99 {self.p99_ms:.1f} max {self.max_ms:.1f} ms; head {self.head_samples / 1e6:.1f} M "
+                f"samples; RSS {self.rss_mib:.0f} MiB")
+
+
+def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int, pace_s: float) -> PressureRun:
+    keys = mixed_fleet(series, 1, 0).keys
+    engine = create_store_engine(f"sqlite:///{path}")
+    db.upgrade(engine)
+    start = 1_800_000_000_000 // 3_600_000 * 3_600_000
+    clock = ManualClock(start)
+    # The out-of-order window alone holds 1.8x this: every checkpoint is an early one.
+    options = StoreOptions(background_checkpoints=True, max_head_samples=series * OUT_OF_ORDER_S * 10 // 18)
+    store = TimeSeriesStore(engine, clock, options)
+    store.open()
+    try:
+        ids = store.resolve(keys)
+        rng = np.random.default_rng(1)
+        per = series // targets
+        latencies: list[float] = []
+        cpu0 = checkpoints0 = 0.0
+        assert store.background is not None and store.background.native_id is not None
+        thread_id = store.background.native_id
+        ends: list[tuple[float, int]] = []  # (checkpoint thread CPU, samples flushed) as each checkpoint ended
+        next_at = time.perf_counter()
+        for j in range(warm + measure):
+            if j == warm:
+                cpu0, checkpoints0 = time.process_time(), store.stats["checkpoints"]
+            now = time.perf_counter()
+            if now < next_at:
+                time.sleep(next_at - now)
+            next_at += pace_s
+            ts = start + j * 1000
+            clock.set(ts)
+            gauges = np.round(rng.uniform(0, 100, series - series // 2), 3)
+            values = np.concatenate([gauges, gauges[: series // 2] * 0.01])
+            for t in range(targets):
+                lo, hi = t * per, series if t == targets - 1 else (t + 1) * per
+                began = time.perf_counter()
+                store.append(SampleBatch.one_per_key(keys[lo:hi], ts, values[lo:hi], ids[lo:hi]))
+                if j >= warm:
+                    latencies.append((time.perf_counter() - began) * 1000)
+            if j >= warm and store.stats["checkpoints"] > checkpoints0 + len(ends):
+                ends.append((thread_cpu_s(thread_id), store.stats["flushed"]))
+        cpu = time.process_time() - cpu0
+        (cpu_first, flushed_first), (cpu_last, flushed_last) = (ends[0], ends[-1]) if ends else ((0.0, 0), (0.0, 0))
+        per_flushed = (cpu_last - cpu_first) / max(flushed_last - flushed_first, 1) * 1e6
+        lat = np.asarray(latencies)
+        return PressureRun(cpu / (measure * series) * 1e6, per_flushed,
+                           int(store.stats["checkpoints"] - checkpoints0),
+                           float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()),
+                           store.head.samples, psutil.Process().memory_info().rss / 2**20)
+    finally:
+        store.close(flush=False)
+        engine.dispose()
+
+
+def bench_pressure(series: int, warm: int, measure: int, pace_s: float, repeats: int, tmp: Path) -> None:
+    section("7. store CPU under memory pressure (early checkpoints), 1 s scrapes")
+    print(f"{series:,} series in {series // 1000} appends a round, one round per {pace_s:.2f} s of wall time "
+          f"(one second of data time), {warm} rounds of warm-up, {measure} measured; SQLite, background checkpoints")
+    runs = []
+    for i in range(repeats):
+        run = run_pressure(tmp / f"pressure-{i}.sqlite", series, max(1, series // 1000), warm, measure, pace_s)
+        print(run.line(), flush=True)
+        runs.append(run)
+    for label, figures in (("store CPU per M samples appended", [r.cpu_per_m for r in runs]),
+                           ("checkpoint thread CPU per M samples flushed", [r.checkpoint_cpu_per_m for r in runs])):
+        print(f"{label}: {statistics.median(figures):.2f} [{min(figures):.2f}..{max(figures):.2f}, "
+              f"median of {len(figures)}]")

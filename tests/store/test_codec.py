@@ -99,13 +99,15 @@ def test_float_chunks_deflate_their_xor_planes_once_and_nearly_constant_ones_try
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Varying floats keep the byte planes (deflated once); where the planes already take under
-    a byte a sample, whole words are tried too and kept when smaller. Both round trip exactly."""
+    a byte a sample, or a quarter of the values repeat, whole words are tried too and kept when
+    smaller. All round trip exactly."""
     from store import codec_v2
 
     rng = np.random.default_rng(4)
     ts = np.arange(75, dtype=np.int64) * 1000
     varying = np.round(rng.uniform(0, 100, 75), 3) * 0.01
     nearly_constant = np.full(75, 0.1) + (np.arange(75) % 3) * 1e-9
+    idle_counter = np.cumsum(np.where(rng.random(75) < 0.5, 0.0, rng.gamma(2.0, 1.3, 75)))  # float seconds
     calls: list[int] = []
     real = codec_v2.deflate
 
@@ -115,12 +117,12 @@ def test_float_chunks_deflate_their_xor_planes_once_and_nearly_constant_ones_try
 
     monkeypatch.setattr(codec_v2, "deflate", counting)
     layouts = {}
-    for name, vals in (("varying", varying), ("nearly_constant", nearly_constant)):
+    for name, vals in (("varying", varying), ("nearly_constant", nearly_constant), ("idle_counter", idle_counter)):
         calls.clear()
         blob = encode(ts, vals)
         layouts[name] = (1 + (blob[1] >> 1 & 1), len(calls))  # flags bit 1: whole words
         assert _same_bits(decode(blob, len(vals))[1], vals), name
-    assert layouts == {"varying": (1, 1), "nearly_constant": (2, 2)}
+    assert layouts == {"varying": (1, 1), "nearly_constant": (2, 2), "idle_counter": (2, 2)}
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)

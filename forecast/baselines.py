@@ -162,21 +162,17 @@ def _load_weights(y: F64, m: int) -> F64:
 def _smoothed_gap(d: F64, weight: F64, alphas: F64) -> tuple[float, F64]:
     """Weighted simple exponential smoothing of ``d`` from ``level_0 = d_0``: ``level_t =
     level_(t-1) + alpha w_t (d_t - level_(t-1))``, the weight ``alpha`` of least weighted
-    one-step squared error (all of them at once). Returns the last level and the chosen
+    one-step squared error (all of them in one pass). Returns the last level and the chosen
     weight's one-step forecasts of ``d_1 ..``."""
-    level = np.full(alphas.shape[0], d[0])
+    levels = np.empty((d.shape[0], alphas.shape[0]))  # levels[t]: every alpha's level after d_t
+    levels[0] = d[0]
     sse = np.zeros(alphas.shape[0])
     for t in range(1, d.shape[0]):
-        error = d[t] - level
+        error = d[t] - levels[t - 1]
         sse += weight[t] * error * error
-        level = level + alphas * (weight[t] * error)
-    best = float(alphas[int(np.argmin(sse))])
-    one_step = np.empty(d.shape[0] - 1)
-    current = float(d[0])
-    for t in range(1, d.shape[0]):
-        one_step[t - 1] = current
-        current += best * weight[t] * (d[t] - current)
-    return current, one_step
+        levels[t] = levels[t - 1] + alphas * (weight[t] * error)
+    best = int(np.argmin(sse))
+    return float(levels[-1, best]), np.asarray(levels[:-1, best], dtype=np.float64)
 
 
 class RecentMedian(Baseline):

@@ -116,3 +116,12 @@ def test_idle_hours_at_the_end_of_the_history_do_not_set_the_gap() -> None:
     pred = SeasonalNaiveSES(168, 24, log=True).fit(y).predict(24).mean
     copy = SeasonalNaive(168).fit(y).predict(24).mean
     assert abs(pred.sum() / copy.sum() - 1) < 0.1
+
+
+def test_a_history_without_any_load_forecasts_none_on_the_log_scale() -> None:
+    """All idle: no gap has load to weigh it by (the weights fall back to one each), and the
+    forecast is zero, finite, with finite residuals."""
+    fit = SeasonalNaiveSES(168, 24, log=True).fit(np.zeros(24 * 9))
+    pred = fit.predict(72).mean
+    assert np.isfinite(pred).all() and np.allclose(pred, 0.0, atol=1e-6)
+    assert np.isfinite(fit.residuals[169:]).all()

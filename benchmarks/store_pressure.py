@@ -18,8 +18,10 @@ million samples appended (appends and checkpoints together), the checkpoints tha
 latency and RSS; and the checkpoint thread's own CPU per million samples it flushed (from
 ``/proc/self/task``), between the first and the last checkpoint that ended in the measured
 rounds: whole cycles only. How many checkpoints end in the measured rounds varies (2 or 3),
-which moves the first figure by a tenth or more, not the second. Printed per run and as the median of
-``repeats`` runs with the range; no target (the scrape benchmark's CPU target is end to end).
+which moves the first figure by a tenth or more, not the second. Printed per run and as the
+median of ``repeats`` runs with the range; no target (the scrape benchmark's CPU target is end
+to end). First, alone: the CPU time to encode 30,000 chunks of 75 such floats (what a
+checkpoint's ``encode_segments`` does with them), median of 5.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import psutil
 from benchmarks._common import mixed_fleet, section
 from infermeter import db
 from store import ManualClock, SampleBatch, StoreOptions, TimeSeriesStore, create_store_engine
+from store.codec import encode_segments
 
 OUT_OF_ORDER_S = 300  # the store's default window, in rounds of one second
 
@@ -116,10 +119,27 @@ def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int,
         engine.dispose()
 
 
+def float_chunk_encoding_s(chunks: int = 30_000, samples: int = 75, runs: int = 5) -> list[float]:
+    """CPU seconds to encode ``chunks`` chunks of ``samples`` floats (gauges x 0.01), per run."""
+    rng = np.random.default_rng(5)
+    values = (np.round(rng.uniform(0, 100, chunks * samples), 3) * 0.01).astype(np.float64)
+    ts = np.tile(np.arange(samples, dtype=np.int64) * 1000, chunks) + 1_800_000_000_000
+    starts = np.arange(chunks, dtype=np.int64) * samples
+    out = []
+    for _ in range(runs):
+        began = time.process_time()
+        encode_segments(ts, values, starts)
+        out.append(time.process_time() - began)
+    return out
+
+
 def bench_pressure(series: int, warm: int, measure: int, pace_s: float, repeats: int, tmp: Path) -> None:
     section("7. store CPU under memory pressure (early checkpoints), 1 s scrapes")
     print(f"{series:,} series in {series // 1000} appends a round, one round per {pace_s:.2f} s of wall time "
           f"(one second of data time), {warm} rounds of warm-up, {measure} measured; SQLite, background checkpoints")
+    encoding = float_chunk_encoding_s()
+    print(f"encoding 30,000 float chunks x 75 samples: {statistics.median(encoding):.2f} s "
+          f"[{min(encoding):.2f}..{max(encoding):.2f}, median of {len(encoding)}]")
     runs = []
     for i in range(repeats):
         run = run_pressure(tmp / f"pressure-{i}.sqlite", series, max(1, series // 1000), warm, measure, pace_s)

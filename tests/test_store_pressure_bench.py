@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.store_pressure import run_pressure
+from benchmarks.store_pressure import float_chunk_encoding_s, run_pressure
 
 
 def test_the_pressure_section_measures_a_store_that_checkpoints_early(tmp_path: Path) -> None:
@@ -13,3 +13,8 @@ def test_the_pressure_section_measures_a_store_that_checkpoints_early(tmp_path: 
     assert run.checkpoints >= 2  # the out-of-order window alone is over max_head_samples
     assert run.head_samples < 2_000 * 510  # flushed samples left the head
     assert run.cpu_per_m > 0 and run.checkpoint_cpu_per_m > 0 and 0 < run.p50_ms <= run.p99_ms <= run.max_ms
+
+
+def test_the_pressure_section_times_the_encoding_of_float_chunks() -> None:
+    times = float_chunk_encoding_s(chunks=200, samples=75, runs=2)
+    assert len(times) == 2 and all(t > 0 for t in times)

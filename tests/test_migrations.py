@@ -109,3 +109,36 @@ def test_rollup_rows_become_spans_and_back_unchanged(empty_url: str) -> None:
             f"SELECT {columns} FROM rollups ORDER BY resolution_ms, series_id, bucket_ms"))]
     assert back == rows
     engine.dispose()
+
+
+def test_the_downgrade_unpacks_spans_that_checkpoints_wrote_with_zstandard(tmp_path: Path) -> None:
+    """Spans a checkpoint writes now are Zstandard frames; 0011's downgrade reads them too."""
+    import numpy as np
+    import sqlalchemy as sa
+    from alembic import command
+
+    from store.rollup import Frame
+    from store.rollup_spans import SPAN_COLUMNS, span_rows
+
+    engine = create_store_engine(f"sqlite:///{tmp_path / 'spans.db'}")
+    db.upgrade(engine, "0011")
+    minute, t0, n = 60_000, 1_764_547_200_000, 150
+    rng = np.random.default_rng(5)
+    values = [rng.normal(size=n) for _ in range(6)]
+    frame = Frame(np.full(n, 7, np.int64), t0 + np.arange(n) * minute, rng.integers(1, 60, n), *values)
+    spans = span_rows(minute, frame, 7_200_000)
+    assert len(spans) == 2 and all(s[5][:4] == b"\x28\xb5\x2f\xfd" for s in spans)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"INSERT INTO rollup_spans ({', '.join(SPAN_COLUMNS)}) VALUES "
+                             f"({', '.join(':' + c for c in SPAN_COLUMNS)})"),
+                     [dict(zip(SPAN_COLUMNS, s)) for s in spans])
+    config = db.alembic_config(engine)
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, "0010")
+    with engine.connect() as conn:
+        back = conn.execute(sa.text('SELECT bucket_ms, "count", "sum", "inc" FROM rollups ORDER BY bucket_ms')).all()
+    assert [r[0] for r in back] == frame.bucket.tolist()
+    assert [r[1] for r in back] == frame.count.tolist()
+    assert [r[2] for r in back] == values[0].tolist() and [r[3] for r in back] == values[5].tolist()
+    engine.dispose()

@@ -8,7 +8,8 @@ Existing rollup rows are packed into spans of up to two hours of buckets (any gr
 the same; new checkpoints write one span per chunk range flushed). The payload layout is the
 one of ``store.rollup_spans`` at this revision (column by column: bucket steps and counts as
 int32, six float64 aggregates; deflated), written out here so that this migration keeps
-meaning what it meant.
+meaning what it meant. The downgrade also reads the Zstandard frames that later checkpoints
+write (the same columns; ``store.rollup_spans`` since Zstandard).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
+import zstandard
 from alembic import op
 
 revision = "0011"
@@ -29,6 +31,7 @@ depends_on = None
 _FLOATS = ("sum", "min", "max", "first", "last", "inc")
 _WINDOW_MS = 7_200_000
 _SERIES_PER_PASS = 2_000
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 _spans = sa.table(
     "rollup_spans",
@@ -126,8 +129,10 @@ def downgrade() -> None:
         if not got:
             continue
         out = []
+        unpacker = zstandard.ZstdDecompressor()
         for s, first, n, payload in got:
-            raw = zlib.decompress(bytes(payload))
+            packed = bytes(payload)
+            raw = unpacker.decompress(packed) if packed[:4] == _ZSTD_MAGIC else zlib.decompress(packed)
             offset = np.cumsum(np.frombuffer(raw, "<i4", n).astype(np.int64))
             counts = np.frombuffer(raw, "<i4", n, 4 * n).tolist()
             floats = np.frombuffer(raw, "<f8", len(_FLOATS) * n, 8 * n).reshape(len(_FLOATS), n).tolist()

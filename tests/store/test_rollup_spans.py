@@ -4,8 +4,11 @@ also after a flush that cut a bucket in two)."""
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 import pytest
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
@@ -85,6 +88,32 @@ def test_a_span_whose_payload_disagrees_with_its_row_is_an_error() -> None:
         frame_of_spans([(row[1], row[2], 3, row[5][:-5])], MIN)
     with pytest.raises(ValueError, match="rollup span row says it holds 0 buckets"):
         frame_of_spans([(row[1], row[2], 3, row[5]), (row[1], row[3] + MIN, 0, row[5])], MIN)
+
+
+def test_spans_written_by_deflate_still_read() -> None:
+    """Spans before Zstandard: the same columns, deflated (zlib's header)."""
+    frame = _frame([4] * 5, [T0 + k * MIN for k in (0, 1, 2, 5, 6)], 1)
+    (row,) = span_rows(MIN, frame, WINDOW)
+    assert row[5][:4] == b"\x28\xb5\x2f\xfd"  # a Zstandard frame now
+    steps = np.array([0, 1, 1, 3, 1], "<i4")
+    floats = np.stack([getattr(frame, c) for c in ("sum", "min", "max", "first", "last", "inc")]).astype("<f8")
+    deflated = zlib.compress(steps.tobytes() + frame.count.astype("<i4").tobytes() + floats.tobytes(), 1)
+    _same(frame_of_spans([(4, T0, 5, deflated)], MIN), frame)
+    _same(frame_of_spans([(4, T0, 5, row[5])], MIN), frame)
+
+
+def test_a_frame_that_claims_another_size_is_refused_unread() -> None:
+    """The frame's header says its size: a corrupt one claiming gigabytes is not inflated."""
+    frame = _frame([1, 1, 1], [T0, T0 + MIN, T0 + 2 * MIN], 0)
+    (row,) = span_rows(MIN, frame, WINDOW)
+    huge = zstandard.ZstdCompressor(level=1).compress(bytes(56 * 3_000_000))
+    with pytest.raises(ValueError, match="rollup span holds 3000000 buckets, its row says 3"):
+        frame_of_spans([(row[1], row[2], 3, huge)], MIN)
+    unsized = zstandard.ZstdCompressor(level=1, write_content_size=False).compress(bytes(56 * 3))
+    with pytest.raises(ValueError, match="holds an unknown number of buckets, its row says 3"):
+        frame_of_spans([(row[1], row[2], 3, unsized)], MIN)
+    with pytest.raises(ValueError, match="rollup span payload does not inflate"):
+        frame_of_spans([(row[1], row[2], 3, row[5][:4] + b"\xff" * 12)], MIN)
 
 
 def test_steady_buckets_pack_small() -> None:

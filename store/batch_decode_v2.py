@@ -3,7 +3,7 @@
 Fixed header fields are gathered for every chunk at once and the varints one field at a time
 for every chunk; the Rice-coded streams of all chunks are decoded together
 (:func:`store.rice.decode_unary`, :func:`store.rice.decode_lows`). Python touches a chunk only
-to inflate a deflated part (XOR planes, or a rarely moving stream's unary part).
+to unpack a packed part (XOR planes, or a rarely moving stream's unary part).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 
 from store.batch_parts import fail_where, inflate_each, joined
 from store.codec_parts import MAX_DECIMALS
-from store.codec_v2 import ENCODING_V2, HEAD, MODE_INT, unzigzag
+from store.codec_v2 import ENCODING_V2, HEAD, MODE_INT, XOR_ZSTD, unzigzag, xor_values
 from store.flat_runs import after_first, gather_rows, segmented_cumsum, segmented_xor, spread, starts_of
 from store.residual_streams import DEFLATED, RAW, SPARSE, ZERO
 from store.rice import MAX_K, decode_lows, decode_unary, lows_sizes, run_int_sums, unary_limit
@@ -34,7 +34,8 @@ def decode_v2_many(datas: Sequence[bytes], n: Int64Array, positions: Int64Array)
     is_int = mode == MODE_INT
     fail_where([
         (version != ENCODING_V2, "unknown chunk version"),
-        ((flags >> 6 != 0) | (~is_int & ((val_form != RAW) | (val_k != 0) | (decimals != 0)))
+        ((flags >> 7 != 0) | (is_int & ((flags & XOR_ZSTD) != 0))
+         | (~is_int & ((val_form != RAW) | (val_k != 0) | (decimals != 0)))
          | (is_int & (((order == 2) & (n < 3)) | (decimals < 0) | (decimals > MAX_DECIMALS)))
          | (ts_k > MAX_K) | (val_k > MAX_K), "bad chunk header"),
     ], positions)
@@ -79,7 +80,9 @@ def decode_v2_many(datas: Sequence[bytes], n: Int64Array, positions: Int64Array)
         m = n[xors]
         fail_where([((pos + val_size > end) & ~is_int, "chunk is truncated")], positions)
         planes = [memoryview(datas[i])[int(pos[i] - at[i]) : int(pos[i] - at[i] + val_size[i])] for i in xors.tolist()]
-        buf, plane_at, plane_size = joined(inflate_each(planes, positions[xors], (8 * m).tolist()))
+        zstd = ((flags[xors] & XOR_ZSTD) != 0).tolist()
+        buf, plane_at, plane_size = joined([xor_values(part, z, f"chunk {p}", limit) for part, z, p, limit
+                                            in zip(planes, zstd, positions[xors].tolist(), (8 * m).tolist())])
         wrong = np.zeros(len(n), bool)
         wrong[xors] = plane_size != 8 * m
         fail_where([(wrong, "chunk is truncated or corrupt (its value planes do not count its samples)")], positions)

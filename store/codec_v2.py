@@ -7,13 +7,16 @@ Layout (little endian)::
                       mode INT: zigzag(first scaled integer); order 2: zigzag(first difference)
     timestamps        the timestamps' residual stream
     values            mode INT: the values' residual stream
-                      mode XOR: value_size bytes, the raw deflate of 8 byte planes (plane p holds
-                      byte p of every value's bits XOR the previous value's)
+                      mode XOR: value_size bytes, 8 byte planes (plane p holds byte p of every
+                      value's bits XOR the previous value's) packed as one Zstandard frame (flag
+                      bit 6; chunks written before it deflated them, raw, and have bit 6 clear)
 
 ``flags``: bit 0 the mode (0 INT, 1 XOR), bit 1 set for order 2 (mode XOR: set when the
-deflated words are whole 8-byte words, not planes; whichever deflates smaller), bits 2-3 the timestamps'
+packed words are whole 8-byte words, not planes; whichever packs smaller), bits 2-3 the timestamps'
 stream form and bits 4-5 the values' (:mod:`store.residual_streams`: RAW, DEFLATED, ZERO,
-SPARSE); ts_size and value_size are the sizes those forms name.
+SPARSE), bit 6 (mode XOR) the values' frame is Zstandard (:mod:`store.zstd_frames`: eight times
+faster than deflate on such bytes, and no larger); ts_size and value_size are the sizes those
+forms name.
 
 Timestamps are coded as the zigzag of their second differences from the third sample on
 (regular scrapes: all zero, so no bytes). Mode INT (values that are integers once scaled by
@@ -36,7 +39,6 @@ from store.codec_parts import (
     MAX_DECIMALS,
     ChunkDecodeError,
     decimals_per_segment,
-    deflate,
     inflate,
     segment_ends,
     timestamp_dods,
@@ -45,9 +47,12 @@ from store.residual_streams import RAW, code_streams, read_stream
 from store.rice import bit_lengths, run_int_sums
 from store.types import Float64Array, Int64Array
 from store.varint import VarintError, decode_varint, encode_varints, unzigzag_int, zigzag_int
+from store.zstd_frames import FrameError, pack, unpack
 
 ENCODING_V2 = 2
 MODE_INT, MODE_XOR = 0, 1
+XOR_ZSTD = 1 << 6  # flags: mode XOR's values are a Zstandard frame, not raw deflate
+XOR_ZSTD_LEVEL = 1  # on varying floats the smallest and the fastest of levels 1-19
 HEAD = struct.Struct("<BBBBbq")
 
 
@@ -73,7 +78,8 @@ def planes_to_words(planes: np.ndarray) -> np.ndarray:
 
 def encode_segments_v2(ts_ms: Int64Array, values: Float64Array, starts: Int64Array, level: int = 6) -> list[bytes]:
     """Encode segment i = ``[starts[i], starts[i+1])`` of the columns as an encoding-2 chunk.
-    Every column operation runs over all segments at once; the loop only assembles bytes."""
+    Every column operation runs over all segments at once; the loop only assembles bytes.
+    ``level`` is encoding 1's deflate level: this encoding's packers have their own."""
     total = len(ts_ms)
     ts = np.asarray(ts_ms, dtype=np.int64)
     vals = np.asarray(values, dtype=np.float64)
@@ -122,27 +128,26 @@ def encode_segments_v2(ts_ms: Int64Array, values: Float64Array, starts: Int64Arr
             firsts = [zigzag_int(first_int)] + ([zigzag_int(first_delta)] if o == 2 else [])
             head = HEAD.pack(ENCODING_V2, flags_of(MODE_INT, o, ts_form, val_form), tk, vk, k, first_ts)
         else:
-            layout, val_part = _xor_part(xor_bytes[s:e], int(repeats[e] - repeats[s]), level)
+            layout, val_part = _xor_part(xor_bytes[s:e], int(repeats[e] - repeats[s]))
             val_size, firsts = len(val_part), []
-            head = HEAD.pack(ENCODING_V2, flags_of(MODE_XOR, layout, ts_form, RAW), tk, 0, 0, first_ts)
+            head = HEAD.pack(ENCODING_V2, flags_of(MODE_XOR, layout, ts_form, RAW) | XOR_ZSTD, tk, 0, 0, first_ts)
         sizes = encode_varints([zigzag_int(first_gap), ts_streams.sizes[i], val_size, *firsts])
         out.append(head + sizes + ts_streams.parts[i] + val_part)
     return out
 
 
-def _xor_part(rows: np.ndarray, repeated: int, level: int) -> tuple[int, bytes]:
-    """(layout, deflated bytes) of one chunk's XORed values (``repeated``: how many of them
-    equal the value before): 1 for byte planes, 2 for whole words. Words deflate smaller where a
-    quarter or more of the values repeat (a float counter that is idle most of the time: 0.96
-    against 1.74 bytes a sample) or where nearly nothing changes (the planes already under a
-    byte a sample); only then are both deflated and the smaller kept. Deflating both every
-    time took a fifth of the CPU of a store checkpointing early under memory pressure with half
-    its series float-valued (py-spy; a deflate's set-up dominates on small chunks); on varying
-    floats of 75 samples the planes came out 8-16 % smaller, with a tenth repeating 5-10 %."""
-    planes = deflate(rows.T.tobytes(), level)
+def _xor_part(rows: np.ndarray, repeated: int) -> tuple[int, bytes]:
+    """(layout, packed bytes) of one chunk's XORed values (``repeated``: how many of them equal
+    the value before): 1 for byte planes, 2 for whole words. Words pack smaller where a quarter
+    or more of the values repeat (a float counter that is idle most of the time: 0.96 against
+    1.74 bytes a sample, deflated) or where nearly nothing changes (the planes already under a
+    byte a sample); only then are both packed and the smaller kept. Elsewhere the planes were
+    8-16 % smaller, and packing both every time took a fifth of the CPU of a store
+    checkpointing early under memory pressure (when this was deflate)."""
+    planes = pack(rows.T.tobytes(), XOR_ZSTD_LEVEL)
     if 4 * repeated < len(rows) and len(planes) >= len(rows):
         return 1, planes
-    words = deflate(rows.tobytes(), level)
+    words = pack(rows.tobytes(), XOR_ZSTD_LEVEL)
     return (2, words) if len(words) < len(planes) else (1, planes)
 
 
@@ -163,7 +168,8 @@ def decode_v2(data: bytes, n: int) -> tuple[Int64Array, Float64Array]:
     if version != ENCODING_V2:
         raise ChunkDecodeError(f"unknown chunk version {version}")
     mode, order, ts_form, val_form = flags & 1, 1 + (flags >> 1 & 1), flags >> 2 & 3, flags >> 4 & 3
-    if (flags >> 6 or (mode == MODE_XOR and (val_form != RAW or val_k or decimals))
+    if (flags >> 7 or (mode == MODE_XOR and (val_form != RAW or val_k or decimals))
+            or (mode == MODE_INT and flags & XOR_ZSTD)
             or (mode == MODE_INT and (order == 2 and n < 3 or not 0 <= decimals <= MAX_DECIMALS))):
         raise ChunkDecodeError(f"bad chunk header (flags {flags:#x}, {n} samples)")
     try:
@@ -193,7 +199,7 @@ def decode_v2(data: bytes, n: int) -> tuple[Int64Array, Float64Array]:
     else:
         if at + val_size > len(data):
             raise ChunkDecodeError("chunk is truncated")
-        raw = inflate(data[at : at + val_size], limit=8 * n)
+        raw = xor_values(data[at : at + val_size], bool(flags & XOR_ZSTD), "chunk", 8 * n)
         at += val_size
         if len(raw) != 8 * n:
             raise ChunkDecodeError("chunk is truncated or corrupt (its value planes do not count its samples)")
@@ -203,3 +209,14 @@ def decode_v2(data: bytes, n: int) -> tuple[Int64Array, Float64Array]:
     if at != len(data):
         raise ChunkDecodeError(f"chunk has {len(data) - at} bytes past its samples")
     return ts, values
+
+
+def xor_values(part: bytes | memoryview, zstd: bool, where: str, limit: int) -> bytes:
+    """A mode XOR chunk's packed values: a Zstandard frame, or (chunks written before) raw
+    deflate; at most ``limit`` bytes (a corrupt part is refused before it inflates past it)."""
+    if not zstd:
+        return inflate(part, where, limit)
+    try:
+        return unpack(part, limit)
+    except FrameError as exc:
+        raise ChunkDecodeError(f"{where} {exc}") from None

@@ -14,10 +14,8 @@ little-endian -- as one Zstandard frame at level 2 (:data:`BUCKET_BYTES` a bucke
 Column by column, the steps (all 1 where no minute is missing), the counts (all alike at a steady
 scrape) and the aggregates of integer-valued series pack to a third.
 
-Why Zstandard: deflate at level 1, which spans used before, was a third of a checkpoint's time.
-On the 509,000 buckets of the store benchmark's 2 M samples (power in mW and random walks: the
-floats' low bytes do not repeat) it took 0.35 s for 9.7 MB; Zstandard at level 2 takes 0.11-0.16 s
-for 9.1 MB and inflates in half the time. Spans written by deflate (they start with zlib's 0x78
+Deflate at level 1, which spans used before, was a third of a checkpoint's time
+(:mod:`store.zstd_frames` has the figures). Spans written by deflate (they start with zlib's 0x78
 header; a Zstandard frame starts with its magic number) still read.
 
 Buckets of one series never repeat across its spans: a bucket that an earlier, unaligned flush
@@ -27,36 +25,22 @@ started is taken out of that span and merged into the new one (:func:`split_last
 
 from __future__ import annotations
 
-import threading
 import zlib
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import zstandard
 
 from store.flat_runs import range_breaks, segmented_cumsum
 from store.rollup import Frame
+from store.zstd_frames import MAGIC, FrameError, frame_size, pack, unpack
 
 SPAN_COLUMNS = ("resolution_ms", "series_id", "first_ms", "last_ms", "n", "payload")
 FLOATS = ("sum", "min", "max", "first", "last", "inc")
 BUCKET_BYTES = 4 + 4 + 8 * len(FLOATS)
 _LEVEL = 2
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 SpanRow = tuple[int, int, int, int, int, bytes]
-
-
-class _Codecs(threading.local):
-    """A compressor and a decompressor per thread (neither may be shared between threads; made
-    once, they save a context's set-up on each of the thousands of spans of a checkpoint)."""
-
-    def __init__(self) -> None:
-        self.packer = zstandard.ZstdCompressor(level=_LEVEL)
-        self.unpacker = zstandard.ZstdDecompressor()
-
-
-_codecs = _Codecs()
 
 
 def span_rows(resolution_ms: int, frame: Frame, window_ms: int) -> list[SpanRow]:
@@ -76,10 +60,9 @@ def _pack(resolution_ms: int, frame: Frame, new_span: np.ndarray) -> list[SpanRo
     steps[1:] = np.where(new_span[1:], 0, (frame.bucket[1:] - frame.bucket[:-1]) // resolution_ms)
     counts = frame.count.astype("<i4")
     floats = np.stack([np.asarray(getattr(frame, name), "<f8") for name in FLOATS])  # (6, n)
-    pack = _codecs.packer.compress
     return [
         (resolution_ms, sid, lo_ms, hi_ms, b - a,
-         pack(steps[a:b].tobytes() + counts[a:b].tobytes() + floats[:, a:b].tobytes()))
+         pack(steps[a:b].tobytes() + counts[a:b].tobytes() + floats[:, a:b].tobytes(), _LEVEL))
         for sid, lo_ms, hi_ms, a, b in zip(frame.sid[starts].tolist(), frame.bucket[starts].tolist(),
                                            frame.bucket[ends - 1].tolist(), starts.tolist(), ends.tolist())
     ]
@@ -99,17 +82,16 @@ def _columns(payload: bytes, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 def _unpack(payload: bytes, n: int) -> bytes:
     """A span's columns from its payload: a Zstandard frame, or deflate (spans written before).
-    A frame says its size before it is inflated; one that is not ``n`` buckets is refused
-    unread (a few corrupt bytes could otherwise claim gigabytes)."""
+    A frame that says it is not ``n`` buckets is refused unread."""
     try:
-        if payload[:4] != _ZSTD_MAGIC:
+        if payload[:4] != MAGIC:
             return zlib.decompress(payload)
-        size = zstandard.frame_content_size(payload)
+        size = frame_size(payload)
         if size != n * BUCKET_BYTES:
             held = "an unknown number of" if size < 0 else str(size // BUCKET_BYTES)
             raise ValueError(f"rollup span holds {held} buckets, its row says {n}")
-        return _codecs.unpacker.decompress(payload)
-    except (zlib.error, zstandard.ZstdError) as exc:
+        return unpack(payload, size)
+    except (zlib.error, FrameError) as exc:
         raise ValueError(f"rollup span payload does not inflate: {exc}") from None
 
 

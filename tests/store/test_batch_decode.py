@@ -7,14 +7,15 @@ import zlib
 
 import numpy as np
 import pytest
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from store.batch_decode import decode_many
 from store.codec import ENCODINGS, ChunkDecodeError, decode, encode
 from store.codec_v1 import ENCODING_V1
-from store.codec_v2 import ENCODING_V2, HEAD, MODE_INT, flags_of
-from store.residual_streams import DEFLATED, ZERO
+from store.codec_v2 import ENCODING_V2, HEAD, MODE_INT, MODE_XOR, XOR_ZSTD, flags_of
+from store.residual_streams import DEFLATED, RAW, ZERO
 from store.types import STALE_NAN
 from store.varint import decode_varint, encode_varints
 
@@ -247,3 +248,17 @@ def test_a_deflated_part_that_would_inflate_past_its_samples_is_refused_early() 
     for attempt in (lambda: decode(bomb, 10), lambda: decode_many([bomb], [10], [ENCODING_V2])):
         with pytest.raises(ChunkDecodeError, match="inflates past the 25 bytes"):
             attempt()
+
+
+def test_an_xor_frame_that_claims_more_than_its_samples_is_refused_unread() -> None:
+    """A Zstandard frame says its size: one larger than the chunk's 8 bytes a sample, or one
+    that does not say, is refused before it is inflated."""
+    bomb_part = zstandard.ZstdCompressor(level=19).compress(bytes(64 << 20))
+    unsized = zstandard.ZstdCompressor(write_content_size=False).compress(bytes(80))
+    for part, words in ((bomb_part, "inflates past the 80 bytes"), (unsized, "does not say its size")):
+        chunk = HEAD.pack(ENCODING_V2, flags_of(MODE_XOR, 1, ZERO, RAW) | XOR_ZSTD, 0, 0, 0, 0) + encode_varints(
+            [0, 0, len(part)]) + part
+        with pytest.raises(ChunkDecodeError, match=words):
+            decode(chunk, 10)
+        with pytest.raises(ChunkDecodeError, match=words):
+            decode_many([chunk], [10], [ENCODING_V2])

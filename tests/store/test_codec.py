@@ -95,34 +95,71 @@ def test_segments_encode_like_single_chunks() -> None:
         assert np.array_equal(out_ts, pts) and _same_bits(out_vals, pvals)
 
 
-def test_float_chunks_deflate_their_xor_planes_once_and_nearly_constant_ones_try_words(
+def test_float_chunks_pack_their_xor_planes_once_and_nearly_constant_ones_try_words(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Varying floats keep the byte planes (deflated once); where the planes already take under
-    a byte a sample, or a quarter of the values repeat, whole words are tried too and kept when
-    smaller. All round trip exactly."""
-    from store import codec_v2
+    """Varying floats keep the byte planes (packed once, as a Zstandard frame); where the planes
+    already take under a byte a sample, or a quarter of the values repeat, whole words are tried
+    too and the smaller kept. All round trip exactly."""
+    from store import codec_v2, zstd_frames
 
     rng = np.random.default_rng(4)
     ts = np.arange(75, dtype=np.int64) * 1000
     varying = np.round(rng.uniform(0, 100, 75), 3) * 0.01
     nearly_constant = np.full(75, 0.1) + (np.arange(75) % 3) * 1e-9
     idle_counter = np.cumsum(np.where(rng.random(75) < 0.5, 0.0, rng.gamma(2.0, 1.3, 75)))  # float seconds
-    calls: list[int] = []
-    real = codec_v2.deflate
+    sizes: list[int] = []
 
-    def counting(raw: bytes, level: int = 6) -> bytes:
-        calls.append(len(raw))
-        return real(raw, level)
+    def counting(raw: bytes, level: int) -> bytes:
+        packed = zstd_frames.pack(raw, level)
+        sizes.append(len(packed))
+        return packed
 
-    monkeypatch.setattr(codec_v2, "deflate", counting)
+    monkeypatch.setattr(codec_v2, "pack", counting)
     layouts = {}
     for name, vals in (("varying", varying), ("nearly_constant", nearly_constant), ("idle_counter", idle_counter)):
-        calls.clear()
+        sizes.clear()
         blob = encode(ts, vals)
-        layouts[name] = (1 + (blob[1] >> 1 & 1), len(calls))  # flags bit 1: whole words
+        assert blob[1] & 0xC1 == 0x41, name  # mode XOR, values a Zstandard frame
+        layouts[name] = (1 + (blob[1] >> 1 & 1), len(sizes))  # flags bit 1: whole words
+        assert len(blob) - min(sizes) < 40, name  # the smaller part is the one kept
         assert _same_bits(decode(blob, len(vals))[1], vals), name
-    assert layouts == {"varying": (1, 1), "nearly_constant": (2, 2), "idle_counter": (2, 2)}
+    assert layouts["varying"] == (1, 1) and layouts["idle_counter"] == (2, 2)
+    assert layouts["nearly_constant"][1] == 2
+
+
+def test_xor_chunks_written_with_deflate_still_decode(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks from before Zstandard (flag bit 6 clear, raw deflate of the planes or the words)
+    decode alone and in a batch with new ones, bit for bit."""
+    from store import codec_v2
+    from store.batch_decode import decode_many
+    from store.codec_parts import deflate
+
+    rng = np.random.default_rng(8)
+    ts = np.arange(60, dtype=np.int64) * 15_000
+    floats = rng.random(60)
+    idle = np.cumsum(np.where(rng.random(60) < 0.9, 0.0, rng.gamma(2.0, 1.3, 60)))
+    with monkeypatch.context() as patch:
+        patch.setattr(codec_v2, "pack", lambda raw, level: deflate(raw, 6))
+        patch.setattr(codec_v2, "XOR_ZSTD", 0)
+        old = [encode(ts, floats), encode(ts, idle)]
+    new = [encode(ts, floats), encode(ts, idle)]
+    assert [b[1] & 0x43 for b in old] == [0x01, 0x03] and [b[1] & 0x43 for b in new] == [0x41, 0x43]
+    for blob, vals in zip(old + new, [floats, idle, floats, idle]):
+        assert _same_bits(decode(blob, 60)[1], vals)
+    got = decode_many(old + new, [60] * 4, [ENCODING] * 4)
+    assert _same_bits(got.values, np.concatenate([floats, idle, floats, idle]))
+
+
+def test_an_integer_chunk_with_the_zstandard_flag_is_refused() -> None:
+    from store.batch_decode import decode_many
+
+    blob = encode(np.arange(10, dtype=np.int64), np.arange(10, dtype=np.float64))
+    bad = blob[:1] + bytes([blob[1] | 0x40]) + blob[2:]
+    with pytest.raises(ChunkDecodeError, match="bad chunk header"):
+        decode(bad, 10)
+    with pytest.raises(ChunkDecodeError, match="chunk 0: bad chunk header"):
+        decode_many([bad], [10], [ENCODING])
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)

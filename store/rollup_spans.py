@@ -82,10 +82,11 @@ def _columns(payload: bytes, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 def _unpack(payload: bytes, n: int) -> bytes:
     """A span's columns from its payload: a Zstandard frame, or deflate (spans written before).
-    A frame that says it is not ``n`` buckets is refused unread."""
+    A frame that says it is not ``n`` buckets is refused unread; a deflate stream is inflated
+    no further than ``n`` buckets and a byte."""
     try:
         if payload[:4] != MAGIC:
-            return zlib.decompress(payload)
+            return _inflate(payload, n)
         size = frame_size(payload)
         if size != n * BUCKET_BYTES:
             held = "an unknown number of" if size < 0 else str(size // BUCKET_BYTES)
@@ -93,6 +94,16 @@ def _unpack(payload: bytes, n: int) -> bytes:
         return unpack(payload, size)
     except (zlib.error, FrameError) as exc:
         raise ValueError(f"rollup span payload does not inflate: {exc}") from None
+
+
+def _inflate(payload: bytes, n: int) -> bytes:
+    inflater = zlib.decompressobj()
+    raw = inflater.decompress(payload, n * BUCKET_BYTES + 1)
+    if len(raw) > n * BUCKET_BYTES:
+        raise ValueError(f"rollup span holds more than {n} buckets, its row says {n}")
+    if not inflater.eof:
+        raise ValueError("rollup span payload does not inflate: the deflate stream is cut")
+    return raw
 
 
 def frame_of_spans(rows: Sequence[tuple[Any, ...]], resolution_ms: int) -> Frame:

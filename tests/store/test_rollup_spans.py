@@ -100,6 +100,13 @@ def test_spans_written_by_deflate_still_read() -> None:
     deflated = zlib.compress(steps.tobytes() + frame.count.astype("<i4").tobytes() + floats.tobytes(), 1)
     _same(frame_of_spans([(4, T0, 5, deflated)], MIN), frame)
     _same(frame_of_spans([(4, T0, 5, row[5])], MIN), frame)
+    bomb = zlib.compress(bytes(56 * 3_000_000), 9)  # a corrupt row: inflated no further than its 5 buckets
+    with pytest.raises(ValueError, match="rollup span holds more than 5 buckets, its row says 5"):
+        frame_of_spans([(4, T0, 5, bomb)], MIN)
+    with pytest.raises(ValueError, match="rollup span payload does not inflate: the deflate stream is cut"):
+        frame_of_spans([(4, T0, 5, deflated[: len(deflated) // 2])], MIN)
+    with pytest.raises(ValueError, match="rollup span payload does not inflate"):
+        frame_of_spans([(4, T0, 5, b"\x78\x01garbage")], MIN)
 
 
 def test_a_frame_that_claims_another_size_is_refused_unread() -> None:

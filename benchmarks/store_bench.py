@@ -12,7 +12,8 @@ Everything is measured side by side in one run, on the same synthetic data:
    energy counters in mJ) fed to ``TimeSeriesStore.append`` one scrape (1,000 samples) per
    call, and again ten scrapes per call, on SQLite and on PostgreSQL (a throwaway database).
    Timed: until every append is acknowledged (committed to the write-ahead table), and until
-   the final ``checkpoint(force=True)`` has put every sample in chunks -- the target figure.
+   the final ``checkpoint(force=True)`` has put every sample in chunks -- the target figure;
+   that checkpoint's process CPU is printed per run too (chunk encoding and rollup packing).
    Series ids are resolved once beforehand (as a scraper caches series refs) and not timed.
    Baselines, timed from prepared rows to commit: sqlite3 ``executemany`` into a plain table
    in one transaction (same PRAGMAs), and psycopg binary ``COPY`` of a prebuilt body into a

@@ -21,7 +21,8 @@ rounds: whole cycles only. How many checkpoints end in the measured rounds varie
 which moves the first figure by a tenth or more, not the second. Printed per run and as the
 median of ``repeats`` runs with the range; no target (the scrape benchmark's CPU target is end
 to end). First, alone: the CPU time to encode 30,000 chunks of 75 such floats (what a
-checkpoint's ``encode_segments`` does with them), median of 5.
+checkpoint's ``encode_segments`` does with them) and to decode them in one batch, median of 5,
+and their bytes a sample.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ import psutil
 from benchmarks._common import mixed_fleet, section
 from infermeter import db
 from store import ManualClock, SampleBatch, StoreOptions, TimeSeriesStore, create_store_engine
-from store.codec import encode_segments
+from store.batch_decode import decode_many
+from store.codec import ENCODING, encode_segments
 
 OUT_OF_ORDER_S = 300  # the store's default window, in rounds of one second
 
@@ -119,18 +121,38 @@ def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int,
         engine.dispose()
 
 
-def float_chunk_encoding_s(chunks: int = 30_000, samples: int = 75, runs: int = 5) -> list[float]:
-    """CPU seconds to encode ``chunks`` chunks of ``samples`` floats (gauges x 0.01), per run."""
+def _float_chunks(chunks: int, samples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(timestamps, values, starts) of ``chunks`` chunks of ``samples`` floats (gauges x 0.01)."""
     rng = np.random.default_rng(5)
     values = (np.round(rng.uniform(0, 100, chunks * samples), 3) * 0.01).astype(np.float64)
     ts = np.tile(np.arange(samples, dtype=np.int64) * 1000, chunks) + 1_800_000_000_000
-    starts = np.arange(chunks, dtype=np.int64) * samples
+    return ts, values, np.arange(chunks, dtype=np.int64) * samples
+
+
+def float_chunk_encoding_s(chunks: int = 30_000, samples: int = 75, runs: int = 5) -> list[float]:
+    """CPU seconds to encode ``chunks`` chunks of ``samples`` floats (gauges x 0.01), per run."""
+    ts, values, starts = _float_chunks(chunks, samples)
     out = []
     for _ in range(runs):
         began = time.process_time()
         encode_segments(ts, values, starts)
         out.append(time.process_time() - began)
     return out
+
+
+def float_chunk_decoding_s(chunks: int = 30_000, samples: int = 75, runs: int = 5) -> tuple[list[float], float]:
+    """CPU seconds to decode those chunks in one batch (as a range read does), per run, and
+    their bytes a sample; the values must come back bit for bit."""
+    ts, values, starts = _float_chunks(chunks, samples)
+    blobs = encode_segments(ts, values, starts)
+    out = []
+    for _ in range(runs):
+        began = time.process_time()
+        got = decode_many(blobs, [samples] * chunks, [ENCODING] * chunks)
+        out.append(time.process_time() - began)
+        if got.values.tobytes() != values.tobytes():
+            raise SystemExit("float chunks did not decode to the values encoded")
+    return out, sum(map(len, blobs)) / len(values)
 
 
 def bench_pressure(series: int, warm: int, measure: int, pace_s: float, repeats: int, tmp: Path) -> None:
@@ -140,6 +162,9 @@ def bench_pressure(series: int, warm: int, measure: int, pace_s: float, repeats:
     encoding = float_chunk_encoding_s()
     print(f"encoding 30,000 float chunks x 75 samples: {statistics.median(encoding):.2f} s "
           f"[{min(encoding):.2f}..{max(encoding):.2f}, median of {len(encoding)}]")
+    decoding, size = float_chunk_decoding_s()
+    print(f"decoding them in one batch: {statistics.median(decoding):.2f} s "
+          f"[{min(decoding):.2f}..{max(decoding):.2f}, median of {len(decoding)}]; {size:.3f} B a sample")
     runs = []
     for i in range(repeats):
         run = run_pressure(tmp / f"pressure-{i}.sqlite", series, max(1, series // 1000), warm, measure, pace_s)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.store_pressure import float_chunk_encoding_s, run_pressure
+from benchmarks.store_pressure import float_chunk_decoding_s, float_chunk_encoding_s, run_pressure
 
 
 def test_the_pressure_section_measures_a_store_that_checkpoints_early(tmp_path: Path) -> None:
@@ -18,3 +18,9 @@ def test_the_pressure_section_measures_a_store_that_checkpoints_early(tmp_path: 
 def test_the_pressure_section_times_the_encoding_of_float_chunks() -> None:
     times = float_chunk_encoding_s(chunks=200, samples=75, runs=2)
     assert len(times) == 2 and all(t > 0 for t in times)
+
+
+def test_the_pressure_section_times_the_decoding_of_those_chunks() -> None:
+    times, size = float_chunk_decoding_s(chunks=200, samples=75, runs=2)
+    assert len(times) == 2 and all(t > 0 for t in times)
+    assert 1.0 < size < 16.0  # varying floats: some bytes a sample, fewer than raw timestamps and values

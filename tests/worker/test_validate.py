@@ -86,7 +86,11 @@ def test_a_faulty_engine_fails_with_the_right_checks_named() -> None:
     routing = next(c for c in result.checks if c.name.startswith("function: routing"))
     assert routing.measured.startswith("98.") or routing.measured.startswith("99.")  # about 1 % misrouted
     reasons = [f.reason for f in result.failures]
-    assert sum("answered by 'other-model'" in r for r in reasons) >= 5 and sum("HTTP 500" in r for r in reasons) >= 3
+    # The fake answers its 200th, 400th, ... 1000th request with a 500; which of the sixteen in flight
+    # arrives as that one varies, and a streamed one is named by its cause rather than its status.
+    exploded = [r for r in reasons if "upstream exploded" in r]
+    assert len(exploded) == 5 and all(r.startswith(("HTTP 500: ", "server_error: ")) for r in exploded), reasons
+    assert sum("answered by 'other-model'" in r for r in reasons) >= 5
     assert all(f.request_id.startswith("validate-0-") for f in result.failures)
     assert result.verdict == "fail" and "| performance: TTFT P99 | fail |" in result.markdown()
 

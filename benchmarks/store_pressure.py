@@ -22,7 +22,10 @@ which moves the first figure by a tenth or more, not the second. Printed per run
 median of ``repeats`` runs with the range; no target (the scrape benchmark's CPU target is end
 to end). First, alone: the CPU time to encode 30,000 chunks of 75 such floats (what a
 checkpoint's ``encode_segments`` does with them) and to decode them in one batch, median of 5,
-and their bytes a sample.
+and their bytes a sample; and the same for a packed head block (:mod:`store.head_packed`) of
+30,000 series x 120 gauges with three decimals: packing it, decoding it whole and reading a
+thirtieth of its series (what a rule's read does), and its bytes a sample. Each run also
+prints the head's bytes a sample at its end (packed and plain blocks together).
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ from infermeter import db
 from store import ManualClock, SampleBatch, StoreOptions, TimeSeriesStore, create_store_engine
 from store.batch_decode import decode_many
 from store.codec import ENCODING, encode_segments
+from store.head_blocks import _Block
+from store.head_packed import PackedBlock
+from store.memory import store_memory
 
 OUT_OF_ORDER_S = 300  # the store's default window, in rounds of one second
 
@@ -60,13 +66,14 @@ class PressureRun:
     p99_ms: float
     max_ms: float
     head_samples: int
+    head_bytes_per_sample: float
     rss_mib: float
 
     def line(self) -> str:
         return (f"  {self.cpu_per_m:5.2f} CPU-s per M samples; checkpoint thread {self.checkpoint_cpu_per_m:5.2f} "
                 f"CPU-s per M flushed; {self.checkpoints} checkpoints; append p50 "
                 f"{self.p50_ms:.1f} p99 {self.p99_ms:.1f} max {self.max_ms:.1f} ms; head {self.head_samples / 1e6:.1f} M "
-                f"samples; RSS {self.rss_mib:.0f} MiB")
+                f"samples, {self.head_bytes_per_sample:.2f} B a sample; RSS {self.rss_mib:.0f} MiB")
 
 
 def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int, pace_s: float) -> PressureRun:
@@ -112,10 +119,13 @@ def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int,
         (cpu_first, flushed_first), (cpu_last, flushed_last) = (ends[0], ends[-1]) if ends else ((0.0, 0), (0.0, 0))
         per_flushed = (cpu_last - cpu_first) / max(flushed_last - flushed_first, 1) * 1e6
         lat = np.asarray(latencies)
+        memory = store_memory(store)
+        head_bytes = memory["head_samples"] + memory["head_samples_packed"]
         return PressureRun(cpu / (measure * series) * 1e6, per_flushed,
                            int(store.stats["checkpoints"] - checkpoints0),
                            float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()),
-                           store.head.samples, psutil.Process().memory_info().rss / 2**20)
+                           store.head.samples, head_bytes / max(store.head.samples, 1),
+                           psutil.Process().memory_info().rss / 2**20)
     finally:
         store.close(flush=False)
         engine.dispose()
@@ -155,6 +165,38 @@ def float_chunk_decoding_s(chunks: int = 30_000, samples: int = 75, runs: int = 
     return out, sum(map(len, blobs)) / len(values)
 
 
+def head_block_packing(series: int = 30_000, samples: int = 120, runs: int = 5) -> tuple[
+        list[float], list[float], list[float], float]:
+    """CPU seconds per run to pack a head block of ``series`` x ``samples`` gauges with three
+    decimals (1 s scrapes, a few ms of jitter), to decode it whole, and to read a thirtieth of
+    its series; and its bytes a sample. The values must come back bit for bit."""
+    rng = np.random.default_rng(9)
+    ts = 1_800_000_000_000 + np.arange(samples)[None, :] * 1000 + rng.integers(0, 6, (series, samples))
+    values = np.round(rng.uniform(0, 100, (series, samples)), 3).ravel()
+    block = _Block.of(np.repeat(np.arange(series, dtype=np.int64), samples), ts.ravel().astype(np.int64), values)
+    some = np.arange(0, series, 30, dtype=np.int64)
+    packing, decoding, reading = [], [], []
+    packed = PackedBlock(block)
+    for _ in range(runs):
+        began = time.process_time()
+        packed = PackedBlock(block)
+        packing.append(time.process_time() - began)
+        began = time.process_time()
+        got = packed.run()[3]
+        decoding.append(time.process_time() - began)
+        began = time.process_time()
+        packed.slices(some, 0, 2**62)
+        reading.append(time.process_time() - began)
+        if got.tobytes() != values.tobytes():
+            raise SystemExit("the packed head block did not decode to the values packed")
+    return packing, decoding, reading, packed.nbytes / len(values)
+
+
+def _spread(figures: list[float], scale: float = 1.0, digits: int = 2) -> str:
+    low, mid, high = min(figures) * scale, statistics.median(figures) * scale, max(figures) * scale
+    return f"{mid:.{digits}f} [{low:.{digits}f}..{high:.{digits}f}, median of {len(figures)}]"
+
+
 def bench_pressure(series: int, warm: int, measure: int, pace_s: float, repeats: int, tmp: Path) -> None:
     section("7. store CPU under memory pressure (early checkpoints), 1 s scrapes")
     print(f"{series:,} series in {series // 1000} appends a round, one round per {pace_s:.2f} s of wall time "
@@ -165,6 +207,10 @@ def bench_pressure(series: int, warm: int, measure: int, pace_s: float, repeats:
     decoding, size = float_chunk_decoding_s()
     print(f"decoding them in one batch: {statistics.median(decoding):.2f} s "
           f"[{min(decoding):.2f}..{max(decoding):.2f}, median of {len(decoding)}]; {size:.3f} B a sample")
+    packing, decoding, reading, head_size = head_block_packing()
+    print(f"a head block of 30,000 series x 120 gauges: packed in {_spread(packing, 1e3, 0)} ms, decoded whole in "
+          f"{_spread(decoding, 1e3, 0)} ms, a thirtieth of its series read in {_spread(reading, 1e3, 1)} ms; "
+          f"{head_size:.3f} B a sample")
     runs = []
     for i in range(repeats):
         run = run_pressure(tmp / f"pressure-{i}.sqlite", series, max(1, series // 1000), warm, measure, pace_s)

@@ -13,9 +13,12 @@ series' samples become small integers stored at the narrowest width that holds a
   inference metrics mostly are; the same test as the chunk codec's), the first difference of
   the scaled integers (counters: their increments; gauges: their steps). Any other series
   keeps its raw float bits (8 bytes): NaN, staleness markers and arbitrary floats stay exact.
-* Each series' residuals go, whole, into one of four pools by the width its largest needs
-  (1, 2, 4 or 8 bytes); a series whose residuals are all zero (a constant gauge, a perfectly
-  regular clock) takes no pool bytes at all.
+* Each series' residuals go, whole, into one of five pools by the width its largest needs
+  (1, 2, 3, 4 or 8 bytes); a series whose residuals are all zero (a constant gauge, a perfectly
+  regular clock) takes no pool bytes at all. Three bytes because the steps of a gauge with
+  three decimals (a power draw of 245.123 W, a temperature, a utilisation) and the increments
+  of an energy counter in mJ mostly pass 16 bits but not 24: at four bytes they were most of
+  a packed head's bytes.
 
 A read decodes only the series it asks for, whole (a running sum needs the series' start), and
 cuts its time window after. Decoding is a gather and two running sums per stream: tens of
@@ -41,7 +44,52 @@ PACK_MIN_PER_SERIES = 32  # below this the per-series fields (~63 bytes) outweig
 # Samples a single numpy call packs or unpacks when a whole block is: such calls hold the GIL,
 # and a merge or checkpoint thread that held it for 50+ ms at a time stalled appends.
 _SLICE = 1 << 18
-_WIDTHS: tuple[type[np.signedinteger], ...] = (np.int8, np.int16, np.int32, np.int64)  # modes 1..4
+# Modes 1..5: the pool's width. Mode 3 has no numpy type: its pool is the low three bytes of
+# each residual's little-endian int32, read back through an int32 view with a stride of three
+# (each element's fourth byte is the next one's first: shifting left and back by 8 bits drops
+# it and restores the sign). len() counts residuals in every pool.
+_WIDTHS: tuple[type[np.signedinteger], ...] = (np.int8, np.int16, np.int32, np.int32, np.int64)
+_INT24, _WIDE = 3, 5
+_INT24_MIN, _INT24_MAX = -(1 << 23), (1 << 23) - 1
+
+
+def _int24_view(packed: npt.NDArray[np.uint8]) -> npt.NDArray[np.int32]:
+    """The int32 view over ``packed`` (three bytes a residual, then one byte of padding)."""
+    return np.ndarray(((len(packed) - 1) // 3,), "<i4", buffer=packed, strides=(3,))
+
+
+def _to_int24(residual: Int64Array) -> npt.NDArray[np.int32]:
+    """Residuals within 24 bits as a mode-3 pool."""
+    packed = np.zeros(3 * len(residual) + 1, np.uint8)
+    packed[:-1] = residual.astype("<i4").view(np.uint8).reshape(-1, 4)[:, :3].ravel()
+    return _int24_view(packed)
+
+
+def _int24_bytes(pool: npt.NDArray[np.int32]) -> npt.NDArray[np.uint8]:
+    """A mode-3 pool's three bytes a residual, without the padding."""
+    base = pool.base
+    assert isinstance(base, np.ndarray) and base.dtype == np.uint8
+    return base[:-1]
+
+
+def _int24_concat(pools: list[npt.NDArray[np.int32]]) -> npt.NDArray[np.int32]:
+    packed = np.zeros(3 * sum(len(p) for p in pools) + 1, np.uint8)
+    np.concatenate([_int24_bytes(p) for p in pools], out=packed[:-1])
+    return _int24_view(packed)
+
+
+def _from_int24(values: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
+    """Values read through the view: the next residual's byte dropped, the sign restored."""
+    values = values << 8  # a copy: the view's elements overlap
+    values >>= 8
+    return values
+
+
+def _bounds(m: int) -> tuple[int, int]:
+    if m == _INT24:
+        return _INT24_MIN, _INT24_MAX
+    info = np.iinfo(_WIDTHS[m - 1])
+    return int(info.min), int(info.max)
 
 
 class _Residuals:
@@ -53,25 +101,25 @@ class _Residuals:
                  wide: npt.NDArray[np.bool_] | None = None) -> None:
         hi = np.maximum.reduceat(residual, starts)
         lo = np.minimum.reduceat(residual, starts)
-        mode = np.full(len(starts), 4, np.uint8)
-        for m in (3, 2, 1):
-            info = np.iinfo(_WIDTHS[m - 1])
-            mode[(lo >= info.min) & (hi <= info.max)] = m
+        mode = np.full(len(starts), _WIDE, np.uint8)
+        for m in (4, 3, 2, 1):
+            low, high = _bounds(m)
+            mode[(lo >= low) & (hi <= high)] = m
         mode[(lo == 0) & (hi == 0)] = 0
         if wide is not None:
-            mode[wide] = 4
+            mode[wide] = _WIDE
         at = np.zeros(len(starts), np.int64)
         present = set(np.unique(mode).tolist()) - {0}
         per_sample = np.repeat(mode, counts) if len(present) > 1 or 0 in mode else None
         pools: list[np.ndarray] = []
-        for m in (1, 2, 3, 4):
+        for m in range(1, _WIDE + 1):
             chosen = mode == m
             if m not in present:
-                pools.append(np.empty(0, _WIDTHS[m - 1]))
+                pools.append(_to_int24(np.empty(0, np.int64)) if m == _INT24 else np.empty(0, _WIDTHS[m - 1]))
                 continue
             at[chosen] = starts_of(counts[chosen])
             picked = residual if per_sample is None else residual[per_sample == m]
-            pools.append(picked.astype(_WIDTHS[m - 1]))
+            pools.append(_to_int24(picked) if m == _INT24 else picked.astype(_WIDTHS[m - 1]))
         self.mode, self.pools = mode, pools
         self.at = at.astype(np.int32) if len(residual) < 2**31 else at
 
@@ -85,7 +133,7 @@ class _Residuals:
             pool = self.pools[m - 1]
             n = counts[chosen]
             src = spread(self.at[k[chosen]].astype(np.int64), n)
-            out[spread(out_starts[chosen], n)] = pool[src]
+            out[spread(out_starts[chosen], n)] = _from_int24(pool[src]) if m == _INT24 else pool[src]
 
     @classmethod
     def concat(cls, parts: list[_Residuals]) -> _Residuals:
@@ -94,7 +142,7 @@ class _Residuals:
         if len(parts) == 1:
             return parts[0]
         out = cls.__new__(cls)
-        base = np.zeros(5, np.int64)  # per mode, the pool samples of the parts so far
+        base = np.zeros(_WIDE + 1, np.int64)  # per mode, the pool samples of the parts so far
         ats = []
         for part in parts:
             ats.append(part.at.astype(np.int64) + base[part.mode])
@@ -102,12 +150,14 @@ class _Residuals:
         at = np.concatenate(ats)
         out.mode = np.concatenate([p.mode for p in parts])
         out.at = at.astype(np.int32) if int(base.max()) < 2**31 else at
-        out.pools = [np.concatenate([p.pools[m] for p in parts]) for m in range(4)]
+        out.pools = [_int24_concat([p.pools[m] for p in parts]) if m + 1 == _INT24
+                     else np.concatenate([p.pools[m] for p in parts]) for m in range(_WIDE)]
         return out
 
     @property
     def nbytes(self) -> int:
-        return self.mode.nbytes + self.at.nbytes + sum(p.nbytes for p in self.pools)
+        pools = sum(_int24_bytes(p).nbytes + 1 if m + 1 == _INT24 else p.nbytes for m, p in enumerate(self.pools))
+        return self.mode.nbytes + self.at.nbytes + pools
 
 
 def _scaled_integers(val: Float64Array, starts: Int64Array, counts: Int64Array) -> tuple[Int64Array, Int64Array]:

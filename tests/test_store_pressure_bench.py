@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.store_pressure import float_chunk_decoding_s, float_chunk_encoding_s, run_pressure
+from benchmarks.store_pressure import float_chunk_decoding_s, float_chunk_encoding_s, head_block_packing, run_pressure
 
 
 def test_the_pressure_section_measures_a_store_that_checkpoints_early(tmp_path: Path) -> None:
@@ -13,6 +13,8 @@ def test_the_pressure_section_measures_a_store_that_checkpoints_early(tmp_path: 
     assert run.checkpoints >= 2  # the out-of-order window alone is over max_head_samples
     assert run.head_samples < 2_000 * 510  # flushed samples left the head
     assert run.cpu_per_m > 0 and run.checkpoint_cpu_per_m > 0 and 0 < run.p50_ms <= run.p99_ms <= run.max_ms
+    # half three-decimal gauges (packed: a few bytes), half floats (raw bits: eight and more)
+    assert 2.0 < run.head_bytes_per_sample < 16.0
 
 
 def test_the_pressure_section_times_the_encoding_of_float_chunks() -> None:
@@ -24,3 +26,9 @@ def test_the_pressure_section_times_the_decoding_of_those_chunks() -> None:
     times, size = float_chunk_decoding_s(chunks=200, samples=75, runs=2)
     assert len(times) == 2 and all(t > 0 for t in times)
     assert 1.0 < size < 16.0  # varying floats: some bytes a sample, fewer than raw timestamps and values
+
+
+def test_the_pressure_section_times_a_packed_head_block() -> None:
+    packing, decoding, reading, size = head_block_packing(series=300, samples=120, runs=2)
+    assert all(len(times) == 2 and all(t >= 0 for t in times) for times in (packing, decoding, reading))
+    assert 3.0 < size < 5.0  # three bytes a value, one of jitter, some per-series fields

@@ -131,6 +131,45 @@ def test_scrape_shaped_samples_take_a_few_bytes_instead_of_sixteen() -> None:
     assert block.nbytes / len(block) >= 16.0
 
 
+def test_three_decimal_gauges_take_three_bytes_a_value() -> None:
+    """Steps of a gauge with three decimals over a range of 100 pass 16 bits but not 24: three
+    bytes a value, plus the timestamps' jitter (one byte) and half a byte of per-series fields
+    (5.4 bytes a sample when such steps took an int32)."""
+    rng = np.random.default_rng(3)
+    n_series, n_samples = 2_000, 120
+    ts = T0 + np.arange(n_samples)[None, :] * 1_000 + rng.integers(0, 6, (n_series, n_samples))
+    val = np.round(rng.uniform(0, 100, (n_series, n_samples)), 3)
+    block = _Block.of(np.repeat(np.arange(n_series, dtype=np.int64), n_samples), ts.ravel(), val.ravel())
+    packed = PackedBlock(block)
+    assert packed.nbytes / len(block) < 4.6, packed.nbytes / len(block)
+    assert _same_bits(packed.run()[3], block.val)
+
+
+@pytest.mark.parametrize("step", [(1 << 23) - 1, -(1 << 23), 1 << 23, -(1 << 23) - 1, 1 << 15, -(1 << 15) - 1])
+def test_steps_at_the_edges_of_three_bytes_come_back_exact(step: int) -> None:
+    """Integer series whose largest step is at (or one past) the edge of 24 bits, beside ones of
+    other widths in the same block: every value back bit for bit, whichever pool it took."""
+    rng = np.random.default_rng(abs(step))
+    n = 40
+    runs = [
+        np.cumsum(np.where(np.arange(n) % 7 == 3, step, rng.integers(-5, 6, n))).astype(np.float64),
+        np.cumsum(rng.integers(-100, 100, n)).astype(np.float64),  # one byte... two
+        np.round(rng.uniform(0, 700, n), 3),  # three
+        np.cumsum(rng.integers(0, 1 << 30, n)).astype(np.float64),  # four
+        rng.standard_normal(n),  # raw bits: eight
+    ]
+    sid = np.repeat(np.arange(len(runs), dtype=np.int64), n)
+    ts = np.tile(T0 + np.arange(n, dtype=np.int64) * 1_000, len(runs))
+    block = _Block.of(sid, ts, np.concatenate(runs))
+    for slice_samples in (1, 37, 1 << 18):  # one slice per series and many: the pools concatenated
+        with _slices_of(slice_samples):
+            packed = PackedBlock(block)
+            assert _same_bits(packed.run()[3], block.val)
+        counts, _, val = packed.slices(np.array([4, 0, 2], np.int64), T0, T0 + 10**9)
+        assert counts.tolist() == [n, n, n]
+        assert _same_bits(val, np.concatenate([runs[4], runs[0], runs[2]]))
+
+
 def test_only_blocks_with_enough_samples_per_series_are_packed() -> None:
     wide = _scrape_like_block(20_000, 14)  # 280 k samples, 14 a series: the fields would not pay
     assert isinstance(pack_if_large(wide), _Block)

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.store_pressure import float_chunk_decoding_s, float_chunk_encoding_s, head_block_packing, run_pressure
+from benchmarks.store_pressure import (
+    float_chunk_decoding_s,
+    float_chunk_encoding_s,
+    head_block_packing,
+    run_pressure,
+)
 
 
 def test_the_pressure_section_measures_a_store_that_checkpoints_early(tmp_path: Path) -> None:

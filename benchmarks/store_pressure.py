@@ -25,7 +25,9 @@ checkpoint's ``encode_segments`` does with them) and to decode them in one batch
 and their bytes a sample; and the same for a packed head block (:mod:`store.head_packed`) of
 30,000 series x 120 gauges with three decimals: packing it, decoding it whole and reading a
 thirtieth of its series (what a rule's read does), and its bytes a sample. Each run also
-prints the head's bytes a sample at its end (packed and plain blocks together).
+prints the head's bytes a sample (packed and plain blocks together), the median of readings
+every 20 measured rounds: at any one moment it swings with how much of the head is still
+plain (16 bytes a sample) between merges.
 """
 
 from __future__ import annotations
@@ -66,14 +68,14 @@ class PressureRun:
     p99_ms: float
     max_ms: float
     head_samples: int
-    head_bytes_per_sample: float
+    head_bytes_per_sample: float  # median of readings during the measured rounds
     rss_mib: float
 
     def line(self) -> str:
         return (f"  {self.cpu_per_m:5.2f} CPU-s per M samples; checkpoint thread {self.checkpoint_cpu_per_m:5.2f} "
                 f"CPU-s per M flushed; {self.checkpoints} checkpoints; append p50 "
                 f"{self.p50_ms:.1f} p99 {self.p99_ms:.1f} max {self.max_ms:.1f} ms; head {self.head_samples / 1e6:.1f} M "
-                f"samples, {self.head_bytes_per_sample:.2f} B a sample; RSS {self.rss_mib:.0f} MiB")
+                f"samples, {self.head_bytes_per_sample:.2f} B a sample (median); RSS {self.rss_mib:.0f} MiB")
 
 
 def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int, pace_s: float) -> PressureRun:
@@ -95,6 +97,7 @@ def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int,
         assert store.background is not None and store.background.native_id is not None
         thread_id = store.background.native_id
         ends: list[tuple[float, int]] = []  # (checkpoint thread CPU, samples flushed) as each checkpoint ended
+        head_sizes: list[float] = []  # the head's bytes a sample, every 20 measured rounds
         next_at = time.perf_counter()
         for j in range(warm + measure):
             if j == warm:
@@ -115,16 +118,17 @@ def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int,
                     latencies.append((time.perf_counter() - began) * 1000)
             if j >= warm and store.stats["checkpoints"] > checkpoints0 + len(ends):
                 ends.append((thread_cpu_s(thread_id), store.stats["flushed"]))
+            if j >= warm and (j - warm) % 20 == 0:
+                memory = store_memory(store)
+                head_sizes.append((memory["head_samples"] + memory["head_samples_packed"]) / max(store.head.samples, 1))
         cpu = time.process_time() - cpu0
         (cpu_first, flushed_first), (cpu_last, flushed_last) = (ends[0], ends[-1]) if ends else ((0.0, 0), (0.0, 0))
         per_flushed = (cpu_last - cpu_first) / max(flushed_last - flushed_first, 1) * 1e6
         lat = np.asarray(latencies)
-        memory = store_memory(store)
-        head_bytes = memory["head_samples"] + memory["head_samples_packed"]
         return PressureRun(cpu / (measure * series) * 1e6, per_flushed,
                            int(store.stats["checkpoints"] - checkpoints0),
                            float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()),
-                           store.head.samples, head_bytes / max(store.head.samples, 1),
+                           store.head.samples, statistics.median(head_sizes),
                            psutil.Process().memory_info().rss / 2**20)
     finally:
         store.close(flush=False)

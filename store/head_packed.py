@@ -80,9 +80,11 @@ def _int24_concat(pools: list[npt.NDArray[np.int32]]) -> npt.NDArray[np.int32]:
 
 
 def _take_int24(pool: npt.NDArray[np.int32], src: Int64Array) -> npt.NDArray[np.int32]:
-    """The residuals at ``src``: read through the view (``np.take``: indexing an unaligned view
-    took twice as long), the next residual's byte shifted out and the sign restored."""
-    values = np.take(pool, src)
+    """The residuals at ``src``: read through the view, the next residual's byte shifted out and
+    the sign restored. ``np.take`` first copies the whole pool into an aligned array, which
+    then gathers twice as fast as indexing the unaligned view: worth it only where most of the
+    pool is read (120 k residuals of a 20 M pool: 16 ms against 0.5)."""
+    values = np.take(pool, src) if 4 * len(src) >= len(pool) else pool[src]
     values <<= 8
     values >>= 8
     return values

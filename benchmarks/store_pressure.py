@@ -197,6 +197,7 @@ def head_block_packing(series: int = 30_000, samples: int = 120, runs: int = 5) 
 
 
 def _spread(figures: list[float], scale: float = 1.0, digits: int = 2) -> str:
+    """``0.33 [0.33..0.83, median of 5]``: the median of ``figures`` (times ``scale``) and their range."""
     low, mid, high = min(figures) * scale, statistics.median(figures) * scale, max(figures) * scale
     return f"{mid:.{digits}f} [{low:.{digits}f}..{high:.{digits}f}, median of {len(figures)}]"
 
@@ -206,11 +207,9 @@ def bench_pressure(series: int, warm: int, measure: int, pace_s: float, repeats:
     print(f"{series:,} series in {series // 1000} appends a round, one round per {pace_s:.2f} s of wall time "
           f"(one second of data time), {warm} rounds of warm-up, {measure} measured; SQLite, background checkpoints")
     encoding = float_chunk_encoding_s()
-    print(f"encoding 30,000 float chunks x 75 samples: {statistics.median(encoding):.2f} s "
-          f"[{min(encoding):.2f}..{max(encoding):.2f}, median of {len(encoding)}]")
+    print(f"encoding 30,000 float chunks x 75 samples: {_spread(encoding)} s")
     decoding, size = float_chunk_decoding_s()
-    print(f"decoding them in one batch: {statistics.median(decoding):.2f} s "
-          f"[{min(decoding):.2f}..{max(decoding):.2f}, median of {len(decoding)}]; {size:.3f} B a sample")
+    print(f"decoding them in one batch: {_spread(decoding)} s; {size:.3f} B a sample")
     packing, decoding, reading, head_size = head_block_packing()
     print(f"a head block of 30,000 series x 120 gauges: packed in {_spread(packing, 1e3, 0)} ms, decoded whole in "
           f"{_spread(decoding, 1e3, 0)} ms, a thirtieth of its series read in {_spread(reading, 1e3, 1)} ms; "
@@ -222,5 +221,4 @@ def bench_pressure(series: int, warm: int, measure: int, pace_s: float, repeats:
         runs.append(run)
     for label, figures in (("store CPU per M samples appended", [r.cpu_per_m for r in runs]),
                            ("checkpoint thread CPU per M samples flushed", [r.checkpoint_cpu_per_m for r in runs])):
-        print(f"{label}: {statistics.median(figures):.2f} [{min(figures):.2f}..{max(figures):.2f}, "
-              f"median of {len(figures)}]")
+        print(f"{label}: {_spread(figures)}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.store_pressure import (
+    _spread,
     float_chunk_decoding_s,
     float_chunk_encoding_s,
     head_block_packing,
@@ -37,3 +38,8 @@ def test_the_pressure_section_times_a_packed_head_block() -> None:
     packing, decoding, reading, size = head_block_packing(series=300, samples=120, runs=2)
     assert all(len(times) == 2 and all(t >= 0 for t in times) for times in (packing, decoding, reading))
     assert 3.0 < size < 5.0  # three bytes a value, one of jitter, some per-series fields
+
+
+def test_the_pressure_section_prints_a_median_with_its_range() -> None:
+    assert _spread([0.83, 0.33, 0.35]) == "0.35 [0.33..0.83, median of 3]"
+    assert _spread([0.068, 0.070], 1e3, 0) == "69 [68..70, median of 2]"

@@ -109,10 +109,16 @@ class SeriesCache:
     parse, it is cleared, so it exceeds the bound by at most one body's worth (so size it
     above the target's series count, or every parse of that target starts cold).
     Keys are interned: equal keys are the same object.
+
+    Once a body's layout is kept, the series maps are dropped (:meth:`_compact`): the layout's
+    prefixes and keys hold the same texts and keys, and the maps, another copy of every series
+    text, were about 300 bytes a series read by nothing while bodies fit the layout. A body
+    that does not fit rebuilds them from the layout first (:meth:`_maps`), so a changed body
+    still parses only its new series in full.
     """
 
     __slots__ = ("max_entries", "hits", "misses", "_labelled", "_plain", "_comments", "_intern", "_pairs",
-                 "_layout", "_layout_misses")
+                 "_names", "_layout", "_layout_misses", "_compacted")
 
     def __init__(self, max_entries: int = 100_000) -> None:
         if max_entries < 1:
@@ -124,22 +130,57 @@ class SeriesCache:
         self._comments: dict[str, tuple[str, ...]] = {}  # validated comment lines
         self._intern: dict[SeriesKey, SeriesKey] = {}
         self._pairs: dict[tuple[str, str], tuple[str, str]] = {}  # shared label pairs
+        self._names: dict[str, str] = {}  # shared metric names (each series had its own copy)
         self._layout: Layout | None = None  # the last fully parsed body's shape
         self._layout_misses = 0  # bodies in a row that did not fit the layout
+        self._compacted = False  # the series maps are dropped: the layout holds them
 
     def __len__(self) -> int:
+        if self._compacted and self._layout is not None:
+            return self._layout.n
         return len(self._labelled) + len(self._plain)
 
     def get(self, series_text: str) -> SeriesKey | None:
         """The cached key for a series text such as ``'up'`` or ``'up{job="x"}'``."""
+        labelled, plain, _ = self._maps()
         if series_text.endswith("}"):
-            return self._labelled.get(series_text[:-1])
-        return self._plain.get(series_text)
+            return labelled.get(series_text[:-1])
+        return plain.get(series_text)
 
     def clear(self) -> None:
-        for part in (self._labelled, self._plain, self._comments, self._intern, self._pairs):
+        for part in (self._labelled, self._plain, self._comments, self._intern, self._pairs, self._names):
             part.clear()
         self._layout = None
+        self._compacted = False
+
+    def _keep_layout(self, layout: Layout | None) -> None:
+        """``layout`` (of the body just parsed in full) is tried first from now on; with one
+        kept, the series maps are dropped (see the class doc)."""
+        self._layout = layout
+        if layout is not None:
+            self._labelled.clear()
+            self._plain.clear()
+            self._intern.clear()
+            self._compacted = True
+
+    def _maps(self) -> tuple[dict[str, SeriesKey], dict[str, SeriesKey], dict[SeriesKey, SeriesKey]]:
+        """(labelled, plain, intern), rebuilt from the layout where they were dropped: each
+        sample line's prefix, cut as the full parse cuts a line, maps to that line's key."""
+        if self._compacted:
+            self._compacted = False
+            layout = self._layout
+            if layout is not None:
+                labelled, plain, intern = self._labelled, self._plain, self._intern
+                keys = layout.keys
+                for prefix, at in zip(layout.prefixes, layout.key_index.tolist()):
+                    key = keys[at]
+                    series, brace, _ = prefix.rpartition("}")
+                    if brace:
+                        labelled[series] = key
+                    else:
+                        plain[prefix[: prefix.find(" ")]] = key
+                    intern[key] = key
+        return self._labelled, self._plain, self._intern
 
     def _bound(self) -> SeriesCache:
         if max(len(self), len(self._comments)) >= self.max_entries:
@@ -192,10 +233,10 @@ def parse_exposition(
             return ParseResult(batch, families, 0, 0, is_om)
     if cached:
         cache._layout_misses += 1
-    labelled, plain, comments = cache._labelled, cache._plain, cache._comments
+    labelled, plain, intern = cache._maps()
+    comments = cache._comments
     labelled_get, plain_get, comments_get = labelled.get, plain.get, comments.get
-    intern = cache._intern
-    pairs_setdefault = cache._pairs.setdefault
+    pairs_setdefault, names_setdefault = cache._pairs.setdefault, cache._names.setdefault
     lines = text.split("\n")
     keys_seq, values, ts_pos, ts_val = list[SeriesKey](), list[float](), list[int](), list[int]()
     add_key, add_value = keys_seq.append, values.append
@@ -270,7 +311,8 @@ def parse_exposition(
                 if found is None:
                     # a new key shares its (name, value) pairs with the keys before it: a
                     # target's series repeat the same few label pairs many times over
-                    key = SeriesKey(key.name, tuple([pairs_setdefault(p, p) for p in key.labels]))
+                    name = names_setdefault(key.name, key.name)
+                    key = SeriesKey(name, tuple([pairs_setdefault(p, p) for p in key.labels]))
                     intern[key] = key
                 else:
                     key = found
@@ -323,7 +365,8 @@ def parse_exposition(
     misses_in_a_row = cache._layout_misses
     if cached and not ts_pos and not skipped and (misses_in_a_row <= 2 or misses_in_a_row % 16 == 0):
         # (a target whose body changes shape every time tries a new layout only now and then)
-        cache._layout = Layout.build(lines, sample_lines, result.batch, result.families, result.openmetrics, openmetrics)
+        cache._keep_layout(Layout.build(lines, sample_lines, result.batch, result.families, result.openmetrics,
+                                        openmetrics))
     return result
 
 

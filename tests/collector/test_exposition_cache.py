@@ -28,6 +28,25 @@ def test_warm_cache_gives_same_result_as_cold() -> None:
         assert all(a is b for a, b in zip(warm.batch.keys, cold.batch.keys))  # interned
 
 
+def test_a_changed_body_after_the_layout_parses_only_its_new_series() -> None:
+    """With a layout kept the series maps are dropped; a body that no longer fits rebuilds them
+    from the layout, so only its new series are parsed in full, its other keys are the same
+    objects as before, and equal keys met again are still interned."""
+    for body in (VLLM, DCGM, TGI, TRITON):
+        cache = SeriesCache()
+        first = parse(body, cache=cache)
+        parse(body, cache=cache)  # through the layout
+        added = 'brand_new_series{model_name="m",tp_rank="3"} 7\nbare_new_series 8\nm2{b="2",a="1"} 9\n'
+        changed = parse(body + added + 'm2{a="1",b="2"} 10\n', cache=cache)
+        assert changed.new_series == 4, body[:40]  # the three lines added and m2's other label order
+        assert len(changed.batch.keys) == len(first.batch.keys) + 3
+        assert all(a is b for a, b in zip(changed.batch.keys, first.batch.keys))
+        assert changed.batch.key_index.tolist()[-2:] == [len(first.batch.keys) + 2] * 2
+        assert len({k.name for k in changed.batch.keys if k.name.startswith("brand_new")}) == 1
+        again = parse(body + added, cache=cache)  # the first layout's shape is gone: a full parse
+        assert again.new_series == 0 and triples(again) == triples(changed)[:-1]
+
+
 def test_cache_hit_still_validates_value_part() -> None:
     cache = SeriesCache()
     parse('m{a="b"} 1\nn 1\n', cache=cache)

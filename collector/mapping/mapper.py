@@ -29,7 +29,17 @@ import numpy as np
 import numpy.typing as npt
 
 from collector.mapping.detect import Engine, detect_engine
-from collector.mapping.plan import BLANK_SENTINELS, BLANK_ZERO, DEN, ENGINE_RULES, MEAN, NUM, RATIO, PlanBook
+from collector.mapping.plan import (
+    BLANK_SENTINELS,
+    BLANK_ZERO,
+    DEN,
+    ENGINE_RULES,
+    MEAN,
+    NUM,
+    OWN,
+    RATIO,
+    PlanBook,
+)
 from store.types import STALE_NAN_BITS, Float64Array, Int64Array, SampleBatch, SeriesKey, is_stale_marker
 
 BoolArray = npt.NDArray[np.bool_]
@@ -135,6 +145,9 @@ class CanonicalMapper:
         global_slots = np.asarray(columns[1], np.int64)
         used, slot = np.unique(global_slots, return_inverse=True)
         pres = np.asarray(columns[6], np.int64)
+        own = pres == OWN
+        if own.any():  # ids past every interned one
+            pres[own] = (max(int(pres.max()), -1) + 1 + _own_groups(keys, np.asarray(columns[0], np.int64), counts))[own]
         _, pre = np.unique(pres, return_inverse=True)
         weight, divisor = _split_scale(np.asarray(columns[2], np.float64))
         part = np.asarray(columns[3], np.int64)
@@ -165,6 +178,17 @@ class CanonicalMapper:
         else:
             comp.static2 = _group(comp.slot, zeros)
         return comp
+
+
+def _own_groups(keys: Sequence[SeriesKey], pos: Int64Array, counts: Int64Array) -> Int64Array:
+    """A dedupe group id for each contribution (at key position ``pos``) where nothing groups:
+    its own, shared only with the same contribution of an equal key (a key list that names one
+    series twice averages it, as an interned group id did)."""
+    first: dict[SeriesKey, int] = {}
+    canon = np.fromiter((first.setdefault(k, i) for i, k in enumerate(keys)), np.int64, len(keys))
+    starts = np.cumsum(counts) - counts
+    nth = np.arange(len(pos), dtype=np.int64) - starts[pos]
+    return canon[pos] * int(counts.max()) + nth
 
 
 def _evaluate(comp: _Compiled, batch: SampleBatch) -> SampleBatch:

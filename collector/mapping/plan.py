@@ -32,6 +32,10 @@ ENGINE_RULES: dict[KnownEngine, EngineRules] = {
     "dcgm": DCGM,
 }
 
+# engines with a rule that ranks below another (aliases to choose between)
+RANKED = {engine: any(rule.rank for table in rules.families.values() for rule in table)
+          for engine, rules in ENGINE_RULES.items()}
+OWN = -1  # Contribution.alias / .pre: a group of its own (see PlanBook._build)
 SUM, MEAN, RATIO = 0, 1, 2  # slot kinds: how a canonical key's contributions combine
 NUM, DEN = 0, 1  # contribution parts
 BLANK_SENTINELS, BLANK_ZERO = 1, 2  # Contribution.blank bits
@@ -43,8 +47,8 @@ class Contribution(NamedTuple):
     weight: float  # unit scale, negative to subtract
     part: int  # NUM or DEN
     rank: int  # alias precedence (0 wins)
-    alias: int  # alias group id: canonical family + labels without le
-    pre: int  # dedupe group id: raw series minus dedupe labels, per rule
+    alias: int  # alias group id: canonical family + labels without le (OWN: not ranked)
+    pre: int  # dedupe group id: raw series minus dedupe labels, per rule (OWN: no dedupe labels)
     blank: int  # BLANK_SENTINELS: check for DCGM blank sentinels; BLANK_ZERO: a raw 0 is absent too
 
 
@@ -141,7 +145,11 @@ class PlanBook:
             return ()
         raw = dict(key.labels)
         dedupe = rules.policy.dedupe
-        pre_labels = tuple(item for item in key.labels if item[0] not in dedupe)
+        # OWN where nothing groups: without dedupe labels each contribution is its own dedupe
+        # group, and without ranked rules no alias group is read. Interning those ids anyway
+        # kept a tuple or two and a dict entry for every raw series (~250 bytes).
+        pre_labels = tuple(item for item in key.labels if item[0] not in dedupe) if dedupe else ()
+        ranked = RANKED[engine]
         out: list[Contribution] = []
         for index, rule in enumerate(matched):
             built = self._contribution(engine, rules, rule, key.name, raw, suffix)
@@ -156,8 +164,9 @@ class PlanBook:
                     weight=weight,
                     part=DEN if rule.agg == "den" else NUM,
                     rank=rule.rank,
-                    alias=self._group(("alias", rule.target, tuple(i for i in ckey.labels if i[0] != "le"))),
-                    pre=self._group(("pre", index, key.name, pre_labels)),
+                    alias=self._group(("alias", rule.target, tuple(i for i in ckey.labels if i[0] != "le")))
+                    if ranked else OWN,
+                    pre=self._group(("pre", index, key.name, pre_labels)) if dedupe else OWN,
                     blank=(BLANK_SENTINELS if rules.blank_sentinels else 0) | (BLANK_ZERO if rule.zero_is_blank else 0),
                 )
             )

@@ -101,8 +101,8 @@ class ScrapeLoop:
         self.rng = rng
         self.status = TargetStatus(spec)
         self.stamps = ScrapeTimeAligner(spec.interval_s)
-        self._labelled: dict[SeriesKey, SeriesKey] = {}
-        self._previous: set[SeriesKey] = set()
+        self._previous: list[SeriesKey] = []  # the last layout's keys: those missing next are stale
+        self._carried: dict[SeriesKey, SeriesKey] = {}  # labelled keys of layouts dropped by _sync_info
         self._layout: _Layout | None = None
         self._spare: _Layout | None = None  # the last layout with series, for a target back from a failure
         self.last_scraped = SampleBatch.empty()  # the newest scrape as the source returned it
@@ -180,8 +180,20 @@ class ScrapeLoop:
         else:
             self._learn_ids(batch)
 
-    def _label(self, key: SeriesKey) -> SeriesKey:
-        labelled = self._labelled.get(key)
+    def _known_labels(self) -> dict[SeriesKey, SeriesKey]:
+        """Raw and canonical keys -> their labelled keys, as the current and spare layouts hold
+        them. Built only when a scrape's keys change (rare); a map kept between changes held
+        a dict entry for every series (~100 bytes each), read by nothing while keys repeat."""
+        known, self._carried = self._carried, {}
+        for layout in (self._spare, self._layout):
+            if layout is not None:
+                known.update(zip([*layout.raw, *layout.mapped], layout.keys[: layout.n_keys]))
+        return known
+
+    def _label(self, key: SeriesKey, known: dict[SeriesKey, SeriesKey]) -> SeriesKey:
+        """``key`` with the target's labels: the key labelled before where ``known`` has it (the
+        store holds that very object), else a new one, added to ``known``."""
+        labelled = known.get(key)
         if labelled is None:
             if self._target_names is not None and not any(n in self._target_names for n, _ in key.labels):
                 # no clash: the scraped pairs and the target's, shared (not copied) by the new key
@@ -193,9 +205,7 @@ class ScrapeLoop:
                         own[f"exported_{name}"] = own.pop(name)
                     own[name] = value
                 labelled = SeriesKey(key.name, tuple(own.items()))
-            if len(self._labelled) > 200_000:
-                self._labelled.clear()
-            self._labelled[key] = labelled
+            known[key] = labelled
         return labelled
 
     def _sync_info(self) -> None:
@@ -205,13 +215,15 @@ class ScrapeLoop:
         raw = getattr(self.source, "info_keys", ())
         if raw == self._raw_info:
             return
+        known = dict(zip(self._raw_info, self._info))
         self._raw_info = raw
-        info = tuple(self._label(k) for k in raw)
+        info = tuple(self._label(k, known) for k in raw)
         if info == self._info:
             return
         self._info_gone += [k for k in self._info if k not in info]
         self._info = info
         self._meta_keys = [*self._meta_keys[: self._base_meta], *info]
+        self._carried = self._known_labels()  # the next layout labels its keys with the same objects
         self._layout = self._spare = None
 
     def _assemble(self, result: ScrapeResult, ts_ms: int, duration_s: float) -> SampleBatch:
@@ -238,11 +250,15 @@ class ScrapeLoop:
             if spare is not None and spare.same(raw_keys, mapped_keys):
                 layout = spare
             else:
-                keys = [self._label(k) for k in raw_keys]
-                keys += [self._label(k) for k in mapped_keys]
-                layout = _Layout(raw_keys, mapped_keys, [*keys, *self._meta_keys], len(keys), set(keys))
-            current = layout.keyset
-            gone = [k for k in self._previous if k not in current] + self._info_gone
+                known = self._known_labels()
+                keys = [self._label(k, known) for k in raw_keys]
+                keys += [self._label(k, known) for k in mapped_keys]
+                layout = _Layout(raw_keys, mapped_keys, [*keys, *self._meta_keys], len(keys))
+            current = layout.keys[: layout.n_keys]
+            if self._previous:
+                kept = set(current)
+                gone = [k for k in self._previous if k not in kept]
+            gone += self._info_gone
             self._info_gone = []
             self._previous = current
             self._layout = layout
@@ -287,13 +303,10 @@ class _Layout:
     them) and, once known, their store ids; reused while the next scrape returns the same
     keys in the same order -- the usual case, which then costs no per-series work."""
 
-    __slots__ = ("raw", "mapped", "keys", "n_keys", "keyset", "ids")
+    __slots__ = ("raw", "mapped", "keys", "n_keys", "ids")
 
-    def __init__(
-        self, raw: Sequence[SeriesKey], mapped: Sequence[SeriesKey], keys: list[SeriesKey], n_keys: int,
-        keyset: set[SeriesKey],
-    ) -> None:
-        self.raw, self.mapped, self.keys, self.n_keys, self.keyset = raw, mapped, keys, n_keys, keyset
+    def __init__(self, raw: Sequence[SeriesKey], mapped: Sequence[SeriesKey], keys: list[SeriesKey], n_keys: int) -> None:
+        self.raw, self.mapped, self.keys, self.n_keys = raw, mapped, keys, n_keys
         self.ids: Int64Array | None = None
 
     def same(self, raw: Sequence[SeriesKey], mapped: Sequence[SeriesKey]) -> bool:

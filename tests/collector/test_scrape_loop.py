@@ -114,6 +114,43 @@ def test_unchanged_scrapes_reuse_the_labelled_layout_and_learn_store_ids() -> No
     assert fourth.key_ids is not None and len(fourth.key_ids) == len(fourth.keys)
 
 
+def test_a_changed_key_list_labels_the_series_it_kept_with_the_same_objects() -> None:
+    """The store holds the labelled keys it was first given: when a scrape's keys change (a new
+    series, an engine version learnt), the series kept are labelled with those same objects
+    again (no second copy of each), vanished ones are marked stale once, and a series that
+    comes back after a failure gets no stale marker."""
+    a, b, c = SeriesKey.of("a", x="1"), SeriesKey.of("b"), SeriesKey.of("c")
+    source = ScriptedSource([good((a, 1.0), (b, 2.0)), good((a, 1.0), (b, 2.0), (c, 3.0)),
+                             good((a, 1.0), (b, 2.0), (c, 3.0)), good((a, 1.0), (c, 3.0)),
+                             ScrapeResult.failed("error", "down"), good((a, 1.0), (c, 3.0))])
+    stored: list[SampleBatch] = []
+
+    async def append(batch: SampleBatch) -> None:
+        stored.append(batch)
+
+    loop = ScrapeLoop(SPEC, source, append, ManualClock(5_000), random.Random(1))
+
+    async def main() -> None:
+        for i in range(6):
+            if i == 2:
+                source.info_keys = (SeriesKey.of("node_software_info", version="1"),)  # type: ignore[attr-defined]
+            await loop.scrape_once()
+
+    asyncio.run(main())
+    first_a = next(k for k in stored[0].keys if k.name == "a")
+    first_b = next(k for k in stored[0].keys if k.name == "b")
+    first_c = next(k for k in stored[1].keys if k.name == "c")
+    assert dict(first_a.labels)["zone"] == "a" and dict(first_a.labels)["x"] == "1"
+    for batch in stored[1:]:
+        for key in batch.keys:
+            assert key is {"a": first_a, "b": first_b, "c": first_c}.get(key.name, key)
+    assert any(k.name == "node_software_info" for k in stored[2].keys)
+    stale = [[s.series.name for s in batch.samples() if is_stale_marker(np.asarray([s.value]))[0]]
+             for batch in stored]
+    assert stale[:4] == [[], [], [], ["b"]]
+    assert sorted(stale[4]) == ["a", "c"] and stale[5] == []
+
+
 def test_a_target_back_from_a_failure_reuses_its_layout() -> None:
     keys = [SeriesKey.of("a"), SeriesKey.of("b")]
 

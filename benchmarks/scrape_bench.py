@@ -18,7 +18,8 @@ i of ours against window i of Prometheus), printed with its range. Ends with
 ``target scrape_cpu_vs_prometheus: <median> [<low>..<high>, median of <n>] (goal <= 0.5) PASS|SHORT`` and
 ``target scrape_rss_vs_prometheus: <ratio> (goal <= 0.5)``, the ratio of each side's median RSS over its
 last window (read every half second; the RSS at the end is printed too); the store's memory by part is printed
-after our run (``infermeter_store_memory_bytes``).
+after our run (``infermeter_store_memory_bytes``), and before the runs the Python objects the scrape
+path keeps per series, by stage (:mod:`benchmarks.scrape_objects`).
 
 The windows open after ``--warmup`` (default 600 s): the memory goal is per active series after
 ten minutes at 1 s, and at 100 k series only then does the store run as it will for hours. For its
@@ -54,6 +55,7 @@ from pathlib import Path
 import httpx
 import psutil
 
+from benchmarks import scrape_objects
 from benchmarks._common import (
     MIB,
     Target,
@@ -247,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         f"every {fmt_duration(args.interval_ms)} (timeout {fmt_duration(args.timeout_ms)}); "
         f"warmup {args.warmup:g} s, {args.repeats} windows of {args.duration:g} s; {os.cpu_count()} CPUs"
     )
+    scrape_objects.report(min(args.targets, 20), args.series)  # in this process, before the runs
     results: list[Result] = []
     prom_skip: str | None = "--no-prometheus" if args.no_prometheus else None
     with scratch_dir("infermeter-scrape-bench-") as tmp:

@@ -8,8 +8,11 @@ run on every scrape of ``/metrics`` at 100 k series.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import itertools
 import sys
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from store.head_packed import PackedBlock
@@ -37,6 +40,31 @@ def deep_size(obj: Any, seen: set[int] | None = None) -> int:
     elif hasattr(obj, "__dict__"):
         size += deep_size(vars(obj), seen)
     return size
+
+
+@cache
+def _sqlite_library() -> ctypes.CDLL | None:
+    """The SQLite library Python's sqlite3 module loaded (a shared library, the same copy),
+    or None where it cannot be found."""
+    name = ctypes.util.find_library("sqlite3")
+    if name is None:
+        return None
+    try:
+        lib = ctypes.CDLL(name)
+        lib.sqlite3_memory_used.restype = ctypes.c_int64
+    except (OSError, AttributeError):
+        return None
+    return lib
+
+
+def sqlite_heap_bytes() -> int:
+    """Bytes on SQLite's heap in this process, every connection's page cache, schema and
+    statements together (``sqlite3_memory_used``); 0 where the library is not found (a Python
+    built with SQLite linked in statically counts its own copy, which this does not see)."""
+    import sqlite3  # noqa: F401  -- loaded, so the library found is the one in use
+
+    lib = _sqlite_library()
+    return int(lib.sqlite3_memory_used()) if lib is not None else 0
 
 
 def store_memory(store: TimeSeriesStore) -> dict[str, int]:
@@ -77,4 +105,5 @@ def store_memory(store: TimeSeriesStore) -> dict[str, int]:
         "chunk_cache": store.chunk_cache.nbytes,
         "rollup_cache": store.rollup_cache.rows * ROLLUP_ROW_BYTES,
         "wal_ledger": store.wal_ledger.nbytes,
+        "sqlite_heap": sqlite_heap_bytes() if store.engine.dialect.name == "sqlite" else 0,
     }

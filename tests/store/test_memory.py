@@ -3,10 +3,12 @@ to their whole deep size."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import numpy as np
 
 from store import SampleBatch, SeriesKey, StoreOptions
-from store.memory import deep_size, store_memory
+from store.memory import deep_size, sqlite_heap_bytes, store_memory
 from tests.conftest import T0, StoreFactory
 
 
@@ -29,6 +31,22 @@ def test_memory_parts_count_the_head_exactly_and_estimate_the_index(make_store: 
     assert 0.7 * whole_postings <= parts["postings"] <= 1.5 * whole_postings
     assert parts["series_id_maps"] > 0 and parts["chunk_cache"] == 0 and parts["rollup_cache"] == 0
     assert parts["wal_ledger"] == 16 * 1024  # five rows, in its first allocation
+    if store.engine.dialect.name == "sqlite":
+        assert parts["sqlite_heap"] > 0  # the store's connections: schema, statements, page caches
+    else:
+        assert parts["sqlite_heap"] == 0
+
+
+def test_sqlite_heap_follows_a_connections_page_cache() -> None:
+    before = sqlite_heap_bytes()
+    conn = sqlite3.connect(":memory:")
+    conn.execute("PRAGMA cache_size=-16384")
+    conn.execute("CREATE TABLE t (x BLOB)")
+    conn.executemany("INSERT INTO t VALUES (?)", [(bytes(1000),) for _ in range(8000)])  # ~8 MB of pages
+    held = sqlite_heap_bytes()
+    conn.close()
+    assert held - before > 6_000_000
+    assert sqlite_heap_bytes() - before < 1_000_000
 
 
 def test_deep_size_counts_shared_objects_once() -> None:

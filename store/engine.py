@@ -14,6 +14,20 @@ SqliteSync = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 # page size only to a database that has no tables yet; existing files keep theirs.
 SQLITE_PAGE_SIZE = 16_384
 SQLITE_AUTOCHECKPOINT_PAGES = 1024  # 16 MiB of WAL between automatic checkpoints (each one syncs)
+READER_CACHE_KIB = 8192  # page cache of each SQLite connection (SQLite's default: 2 MiB)
+WRITER_CACHE_KIB = 65536  # ... and of the store's write and checkpoint connections
+
+
+def writer_page_cache(conn: Any) -> Any:
+    """``conn`` (a raw connection) with the writer's page cache where it is SQLite: checkpoints
+    insert chunk and rollup rows all over the B-trees, and a small cache turns that into re-reads."""
+    if type(conn.driver_connection).__module__.split(".")[0] == "sqlite3":
+        cur = conn.cursor()
+        try:
+            cur.execute(f"PRAGMA cache_size=-{WRITER_CACHE_KIB}")
+        finally:
+            cur.close()
+    return conn
 
 
 def create_store_engine(
@@ -49,9 +63,10 @@ def create_store_engine(
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute(f"PRAGMA synchronous={sqlite_synchronous}")
             cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-            # Checkpoints insert rollup rows all over the B-trees; the 2 MiB default page
-            # cache turns that into re-reads. 64 MiB keeps the hot pages in memory.
-            cur.execute("PRAGMA cache_size=-65536")
+            # Readers get a modest page cache: a pool of them at 64 MiB each (dashboards read
+            # many chunks) could hold hundreds of MiB. The two write connections take the
+            # writer's size (:func:`writer_page_cache`).
+            cur.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB}")
             # Fewer, larger WAL-file checkpoints (16 MiB): each one costs an fsync.
             cur.execute(f"PRAGMA wal_autocheckpoint={SQLITE_AUTOCHECKPOINT_PAGES}")
             cur.close()

@@ -36,6 +36,7 @@ from store.chunk_cache import ChunkCache
 from store.clock import Clock
 from store.cold_tier import ColdTier, MoveResult
 from store.due import DueGate, cutoffs, due_after_marking
+from store.engine import writer_page_cache
 from store.group_commit import AppendQueue, Pending, combined, group_ids, per_owner
 from store.head import EMPTY, NEVER, Head
 from store.head_views import HeadSnapshot as HeadSnapshot
@@ -130,7 +131,7 @@ class TimeSeriesStore:
                     replayed += self._replay(sid, ts, val)
                     self.last_wal_id = max(self.last_wal_id, int(wal_id))
             if not self.read_only:
-                self._conn = self.engine.raw_connection()
+                self._conn = writer_page_cache(self.engine.raw_connection())
                 if self.options.background_checkpoints:
                     self.background = BackgroundCheckpoints(self)
                     self.background.start(self._conn)

@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from infermeter import db
 from store import ManualClock, Reader, SampleBatch, Selector, SeriesKey, StoreOptions, TimeSeriesStore
-from store.engine import SQLITE_PAGE_SIZE, create_store_engine
+from store.engine import READER_CACHE_KIB, SQLITE_PAGE_SIZE, WRITER_CACHE_KIB, create_store_engine
 from tests.conftest import T0
 
 KEY = SeriesKey.of("gpu_power_watts", gpu="0")
@@ -54,3 +54,30 @@ def test_an_existing_4_kib_store_keeps_its_pages_and_works(tmp_path: Path) -> No
         conn.execute("CREATE TABLE earlier (x INTEGER)")  # a database with a table: its page size is fixed
     assert round_trip(path) == list(range(20))
     assert page_size(path) == 4096
+
+
+def cache_kib(conn: object) -> int:
+    cur = conn.cursor()  # type: ignore[attr-defined]
+    cur.execute("PRAGMA cache_size")
+    (size,) = cur.fetchone()
+    cur.close()
+    return -int(size)
+
+
+def test_only_the_write_and_checkpoint_connections_get_the_large_page_cache(tmp_path: Path) -> None:
+    """A pool of readers at the writer's 64 MiB each could hold hundreds of MiB of pages."""
+    engine = create_store_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    db.upgrade(engine)
+    store = TimeSeriesStore(engine, ManualClock(T0), StoreOptions(background_checkpoints=True))
+    store.open()
+    try:
+        assert store.background is not None
+        assert cache_kib(store._conn) == cache_kib(store.background._conn) == WRITER_CACHE_KIB
+        reader = engine.raw_connection()
+        try:
+            assert cache_kib(reader) == READER_CACHE_KIB < WRITER_CACHE_KIB
+        finally:
+            reader.close()
+    finally:
+        store.close()
+        engine.dispose()

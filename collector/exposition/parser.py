@@ -110,7 +110,7 @@ class SeriesCache:
     above the target's series count, or every parse of that target starts cold).
     Keys are interned: equal keys are the same object.
 
-    Once a body's layout is kept, the series maps are dropped (:meth:`_compact`): the layout's
+    Once a body's layout is kept, the series maps are dropped (:meth:`_keep_layout`): the layout's
     prefixes and keys hold the same texts and keys, and the maps, another copy of every series
     text, were about 300 bytes a series read by nothing while bodies fit the layout. A body
     that does not fit rebuilds them from the layout first (:meth:`_maps`), so a changed body

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 
 from store import schema
+from store.engine import WRITER_CACHE_KIB
 
 Row = Sequence[Any]
 
@@ -30,6 +31,10 @@ class Backend(Protocol):
     def insert_wal(self, cur: Any, created_ms: int, n: int, payload: bytes) -> int: ...
 
     def bulk_insert(self, cur: Any, table: str, columns: Sequence[str], rows: Iterable[Row]) -> None: ...
+
+    def tune_writer(self, conn: Any) -> None:
+        """Settings of a connection that writes chunks and rollups (the store's write and
+        checkpoint connections; ``conn`` is a raw DBAPI connection)."""
 
 
 class SqliteBackend:
@@ -53,6 +58,15 @@ class SqliteBackend:
         marks = ", ".join("?" * len(columns))
         quoted = ", ".join(f'"{c}"' for c in columns)
         cur.executemany(f"INSERT INTO {table} ({quoted}) VALUES ({marks})", rows)
+
+    def tune_writer(self, conn: Any) -> None:
+        """The writer's page cache: checkpoints insert chunk and rollup rows all over the
+        B-trees, and a reader's small cache turns that into re-reads."""
+        cur = conn.cursor()
+        try:
+            cur.execute(f"PRAGMA cache_size=-{WRITER_CACHE_KIB}")
+        finally:
+            cur.close()
 
 
 class PostgresBackend:
@@ -85,6 +99,9 @@ class PostgresBackend:
             copy.set_types(types)
             for row in rows:
                 copy.write_row(row)
+
+    def tune_writer(self, conn: Any) -> None:
+        """Nothing: PostgreSQL's buffers are the server's, shared by every connection."""
 
 
 def _pg_type(table: str, column: str) -> str:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from store.checkpoint import Plan, apply_checkpoint, cache_written, plan_checkpoint, prepare, write_checkpoint
-from store.engine import SQLITE_AUTOCHECKPOINT_PAGES, writer_page_cache
+from store.engine import SQLITE_AUTOCHECKPOINT_PAGES
 from store.head import NEVER
 from store.types import Int64Array
 
@@ -76,7 +76,8 @@ class BackgroundCheckpoints:
         """``writer``: the store's own write connection. On SQLite neither it nor this thread's
         connection checkpoints the WAL file automatically any more: this thread does, between
         appends (:meth:`checkpoint_wal`)."""
-        self._conn = writer_page_cache(self.store.engine.raw_connection())
+        self._conn = self.store.engine.raw_connection()
+        self.store.backend.tune_writer(self._conn)
         if self.store.backend.name == "sqlite":
             self._sqlite_writers = [c for c in (self._conn, writer) if c is not None]
             for conn in self._sqlite_writers:

@@ -18,18 +18,6 @@ READER_CACHE_KIB = 8192  # page cache of each SQLite connection (SQLite's defaul
 WRITER_CACHE_KIB = 65536  # ... and of the store's write and checkpoint connections
 
 
-def writer_page_cache(conn: Any) -> Any:
-    """``conn`` (a raw connection) with the writer's page cache where it is SQLite: checkpoints
-    insert chunk and rollup rows all over the B-trees, and a small cache turns that into re-reads."""
-    if type(conn.driver_connection).__module__.split(".")[0] == "sqlite3":
-        cur = conn.cursor()
-        try:
-            cur.execute(f"PRAGMA cache_size=-{WRITER_CACHE_KIB}")
-        finally:
-            cur.close()
-    return conn
-
-
 def create_store_engine(
     url: str,
     *,
@@ -65,7 +53,7 @@ def create_store_engine(
             cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             # Readers get a modest page cache: a pool of them at 64 MiB each (dashboards read
             # many chunks) could hold hundreds of MiB. The two write connections take the
-            # writer's size (:func:`writer_page_cache`).
+            # writer's size (:meth:`store.backend.Backend.tune_writer`).
             cur.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB}")
             # Fewer, larger WAL-file checkpoints (16 MiB): each one costs an fsync.
             cur.execute(f"PRAGMA wal_autocheckpoint={SQLITE_AUTOCHECKPOINT_PAGES}")

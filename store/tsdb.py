@@ -36,7 +36,6 @@ from store.chunk_cache import ChunkCache
 from store.clock import Clock
 from store.cold_tier import ColdTier, MoveResult
 from store.due import DueGate, cutoffs, due_after_marking
-from store.engine import writer_page_cache
 from store.group_commit import AppendQueue, Pending, combined, group_ids, per_owner
 from store.head import EMPTY, NEVER, Head
 from store.head_views import HeadSnapshot as HeadSnapshot
@@ -115,11 +114,8 @@ class TimeSeriesStore:
                 rows = conn.execute(select(schema.series.c.id, schema.series.c.metric, schema.series.c.labels))
                 self.index.load((int(r[0]), str(r[1]), str(r[2])) for r in rows)
                 self.head.ensure_capacity(self.index.max_id())
-                flushed = conn.execute(
-                    select(schema.chunks.c.series_id, func.max(schema.chunks.c.end_ms)).group_by(
-                        schema.chunks.c.series_id
-                    )
-                ).all()
+                last_end = select(schema.chunks.c.series_id, func.max(schema.chunks.c.end_ms))
+                flushed = conn.execute(last_end.group_by(schema.chunks.c.series_id)).all()
                 for sid, end_ms in flushed:
                     self.head.ensure_capacity(int(sid))
                     self.head.flushed_until[int(sid)] = int(end_ms) + 1
@@ -131,7 +127,8 @@ class TimeSeriesStore:
                     replayed += self._replay(sid, ts, val)
                     self.last_wal_id = max(self.last_wal_id, int(wal_id))
             if not self.read_only:
-                self._conn = writer_page_cache(self.engine.raw_connection())
+                self._conn = self.engine.raw_connection()
+                self.backend.tune_writer(self._conn)
                 if self.options.background_checkpoints:
                     self.background = BackgroundCheckpoints(self)
                     self.background.start(self._conn)

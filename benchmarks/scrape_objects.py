@@ -112,7 +112,7 @@ def report(targets: int = 20, series: int = 1000) -> dict[str, float]:
     held = measure(targets, series)
     for name, size in held.items():
         print(f"  {name:40s} {size:8.0f} B")
-    print("  (tracemalloc after 4 scrapes per target, by the allocating module; 'other' is mostly"
+    print(f"  (tracemalloc after {SCRAPES} scrapes per target, by the allocating module; 'other' is mostly"
           " the interpreter's own growth)")
     return held
 

@@ -44,8 +44,9 @@ def deep_size(obj: Any, seen: set[int] | None = None) -> int:
 
 @cache
 def _sqlite_library() -> ctypes.CDLL | None:
-    """The SQLite library Python's sqlite3 module loaded (a shared library, the same copy),
-    or None where it cannot be found."""
+    """The shared SQLite library, or None where it cannot be found. Opened by name it is the
+    very copy Python's sqlite3 module uses (the loader keeps one per library), whichever
+    loaded it first."""
     name = ctypes.util.find_library("sqlite3")
     if name is None:
         return None
@@ -61,8 +62,6 @@ def sqlite_heap_bytes() -> int:
     """Bytes on SQLite's heap in this process, every connection's page cache, schema and
     statements together (``sqlite3_memory_used``); 0 where the library is not found (a Python
     built with SQLite linked in statically counts its own copy, which this does not see)."""
-    import sqlite3  # noqa: F401  -- loaded, so the library found is the one in use
-
     lib = _sqlite_library()
     return int(lib.sqlite3_memory_used()) if lib is not None else 0
 

@@ -3,11 +3,13 @@ to their whole deep size."""
 
 from __future__ import annotations
 
+import ctypes.util
 import sqlite3
 
 import numpy as np
+import pytest
 
-from store import SampleBatch, SeriesKey, StoreOptions
+from store import SampleBatch, SeriesKey, StoreOptions, memory
 from store.memory import deep_size, sqlite_heap_bytes, store_memory
 from tests.conftest import T0, StoreFactory
 
@@ -52,3 +54,13 @@ def test_sqlite_heap_follows_a_connections_page_cache() -> None:
 def test_deep_size_counts_shared_objects_once() -> None:
     text = "x" * 1000
     assert deep_size([text, text]) < deep_size([text, "y" * 1000])
+
+
+def test_sqlite_heap_reads_zero_where_the_library_cannot_be_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Python whose SQLite is linked in statically: no shared library to ask, 0 and no error."""
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    memory._sqlite_library.cache_clear()
+    try:
+        assert sqlite_heap_bytes() == 0
+    finally:
+        memory._sqlite_library.cache_clear()  # the real library again for the tests after

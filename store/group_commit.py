@@ -78,12 +78,17 @@ class AppendQueue:
         self.gather_s = gather_s
         self._clock = clock
         self._last_group = 0
+        self._gather_target = 0  # the batches a gathering leader waits for; 0: none gathers
 
     def put(self, batch: SampleBatch) -> Pending:
+        """Queue a batch. A gathering leader is woken only by the batch it waits for, not by
+        each one before it: eight senders woke it seven times a group, each wake a thread
+        switch and a turn at the interpreter lock."""
         pending = Pending(batch)
         with self._lock:
             self._waiting.append(pending)
-            self._arrived.notify()
+            if 0 < self._gather_target <= len(self._waiting):
+                self._arrived.notify()
         return pending
 
     def gather(self) -> None:
@@ -100,11 +105,15 @@ class AppendQueue:
             return
         deadline = self._clock() + self.gather_s
         with self._arrived:
-            while len(self._waiting) < target:
-                left = deadline - self._clock()
-                if left <= 0:
-                    return
-                self._arrived.wait(left)
+            self._gather_target = target
+            try:
+                while len(self._waiting) < target:
+                    left = deadline - self._clock()
+                    if left <= 0:
+                        return
+                    self._arrived.wait(left)
+            finally:
+                self._gather_target = 0
 
     def take(self) -> list[Pending]:
         """Every batch waiting, oldest first (the leader, holding the store's lock)."""

@@ -308,3 +308,30 @@ def test_the_wait_for_the_group_never_holds_the_store_lock() -> None:
     queue.wait_or_write(first, lock, write)
     helper.join(10)
     assert lock_free_while_gathering == [True] and written == [2]
+
+
+def test_a_gathering_leader_is_woken_by_the_batch_it_waits_for_not_by_each_one() -> None:
+    """Each wake of the leader is a thread switch: with eight senders it was woken seven times
+    a group. The spy clock counts the leader's passes through its wait."""
+    spy = _SpyClock()
+    queue = AppendQueue(gather_s=30.0, clock=spy)
+    queue._last_group = 4
+    written: list[int] = []
+    first = queue.put(_one(0))
+
+    def others() -> None:
+        for g in range(1, 4):
+            time.sleep(0.05)  # the leader is waiting by then
+            queue.put(_one(g))
+
+    def write(group: list[Pending]) -> None:
+        written.append(len(group))
+        for pending in group:
+            pending.succeed(AppendResult())
+
+    helper = threading.Thread(target=others)
+    helper.start()
+    queue.wait_or_write(first, threading.RLock(), write)
+    helper.join(10)
+    assert written == [4]
+    assert spy.calls <= 2  # the deadline, and one pass that waits until the fourth batch

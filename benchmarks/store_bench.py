@@ -17,7 +17,8 @@ Everything is measured side by side in one run, on the same synthetic data:
    Series ids are resolved once beforehand (as a scraper caches series refs) and not timed.
    Baselines, timed from prepared rows to commit: sqlite3 ``executemany`` into a plain table
    in one transaction (same PRAGMAs), and psycopg binary ``COPY`` of a prebuilt body into a
-   plain table. For scale, also one raw commit per scrape of a blob as large as ours.
+   plain table. For scale, also one raw commit per scrape of a blob as large as ours (on
+   PostgreSQL an autocommit INSERT: one round trip, as the store's in the steady state).
    Ours (one scrape per append) and the raw load alternate ``--repeats`` times; the target is
    the median of the pairs' ratios (their range is printed); every timed run starts after
    ``sync`` so it does not pay for earlier writeback.

@@ -242,20 +242,20 @@ def raw_commit_per_scrape_sqlite(path: Path, fleet: Fleet) -> IngestRun:
 
 
 def raw_commit_per_scrape_postgres(database: str, fleet: Fleet) -> IngestRun:
+    """For scale: one INSERT of a blob the size of ours per scrape, each its own transaction in
+    one round trip (autocommit), as the store's write-ahead insert is in the steady state."""
     import psycopg
 
     blob = bytes(24 * fleet.n_series)
-    with psycopg.connect(pg_dsn(database)) as conn:
+    with psycopg.connect(pg_dsn(database), autocommit=True) as conn:
         conn.execute("CREATE TABLE blobs (id bigserial PRIMARY KEY, payload bytea NOT NULL)")
         conn.execute("ALTER TABLE blobs ALTER COLUMN payload SET STORAGE EXTERNAL")
-        conn.commit()
         settle()
         started = time.perf_counter()
         for _ in range(fleet.n_points):
             conn.execute("INSERT INTO blobs (payload) VALUES (%b)", (blob,))
-            conn.commit()
         elapsed = time.perf_counter() - started
-    return IngestRun("raw bytea INSERT + COMMIT per scrape", fleet.n_points, fleet.samples, elapsed, elapsed)
+    return IngestRun("raw bytea INSERT per scrape (autocommit)", fleet.n_points, fleet.samples, elapsed, elapsed)
 
 
 def median_run(runs: Sequence[IngestRun]) -> IngestRun:

@@ -14,7 +14,6 @@ from sqlalchemy import Engine
 
 from store import create_store_engine
 from store.backend import PostgresBackend
-
 from tests.conftest import T0
 
 

@@ -240,24 +240,12 @@ class NotificationPipeline:
                 leaving.setdefault(fp, set()).add((group.route.route_id, group.key))
         gone = {fp for fp, gids in leaving.items() if not (self._held[fp].groups - gids)}
         dirty = set(self._dirty) | gone
-        if not dirty and not plan.log and not plan.rows:
-            return
-        inserted = [self._held[fp].alert for fp in dirty if fp not in gone and fp not in self._persisted]
-        updated = [self._held[fp].alert for fp in dirty if fp not in gone and fp in self._persisted]
-        deleted = [fp for fp in gone if fp in self._persisted]
-        with self._engine.begin() as conn:
-            state.write_alerts(conn, inserted, updated, deleted, now)
-            for key, group_key, entry in plan.log:
-                state.write_log(conn, key, group_key, entry, exists=(key, group_key) in self._log)
-            Outbox.add(conn, plan.rows)
-        # Committed: now the memory moves on.
-        self._dirty.clear()
-        self._persisted |= {a.fingerprint for a in inserted}
-        self._persisted -= set(deleted)
-        for key, group_key, entry in plan.log:
-            self._log[(key, group_key)] = entry
-        for row in plan.rows:
-            self._metrics.enqueued.labels(row.integration).inc()
+        if dirty or plan.log or plan.rows:
+            self._write(plan, dirty, gone, now)
+        # A flush with nothing to write still moves its group on to the next group_interval.
+        # Returning before this left such a group due: every tick flushed it again (the
+        # pipeline's thread spun at wait 0 while nothing changed, a quarter of the process's
+        # CPU at 100 targets), and an alert joining it was sent at once, not at the interval.
         for group, _ in plan.flushed:
             group.flushed = True
             group.next_flush_ms = now + group.route.group_interval_ms
@@ -271,6 +259,25 @@ class NotificationPipeline:
         for group, _ in plan.flushed:
             if not group.members:
                 del self._groups[(group.route.route_id, group.key)]
+
+    def _write(self, plan: Plan, dirty: set[str], gone: set[str], now: int) -> None:
+        """Outbox rows, log entries and held-alert changes in one transaction; once committed,
+        the memory of what is stored moves on."""
+        inserted = [self._held[fp].alert for fp in dirty if fp not in gone and fp not in self._persisted]
+        updated = [self._held[fp].alert for fp in dirty if fp not in gone and fp in self._persisted]
+        deleted = [fp for fp in gone if fp in self._persisted]
+        with self._engine.begin() as conn:
+            state.write_alerts(conn, inserted, updated, deleted, now)
+            for key, group_key, entry in plan.log:
+                state.write_log(conn, key, group_key, entry, exists=(key, group_key) in self._log)
+            Outbox.add(conn, plan.rows)
+        self._dirty.clear()
+        self._persisted |= {a.fingerprint for a in inserted}
+        self._persisted -= set(deleted)
+        for key, group_key, entry in plan.log:
+            self._log[(key, group_key)] = entry
+        for row in plan.rows:
+            self._metrics.enqueued.labels(row.integration).inc()
 
     def _next_due_ms(self, now: int) -> int:
         due = now + self._config.delivery.poll_interval

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from alerts.notify.config import NotifyConfig
 from alerts.notify.matchers import Matcher
 from alerts.notify.service import Notifier
 from alerts.notify.silences import SilenceSpec
@@ -249,3 +250,35 @@ def test_submit_is_cheap_and_thread_safe(make_notifier: NotifierFactory, clock: 
         t.join()
     n.pipeline.tick()
     assert sum(len(a) for _, _, a in n.pipeline.groups()) == 800
+
+
+def test_a_flush_with_nothing_new_waits_for_the_next_interval(make_notifier: NotifierFactory,
+                                                               clock: ManualClock) -> None:
+    """Alertmanager: a group is looked at every group_interval, news or not. A flush that had
+    nothing to send once left its group due, so the pipeline's thread ticked without pause and
+    the next alert of the group went out at once."""
+    n = make_notifier()
+    n.submit([alert("GpuMemoryHigh", instance="a")])
+    n.pipeline.tick()
+    step(n, clock, 30 * S)
+    assert len(bodies(n)) == 1
+    n.submit([alert("GpuMemoryHigh", instance="a")])  # the rules engine re-submits: no news
+    step(n, clock, 5 * M)
+    assert len(bodies(n)) == 1
+    assert n.pipeline.tick() > 0  # nothing is due: the thread sleeps until something is
+    n.submit([alert("GpuMemoryHigh", instance=i, starts=clock.now_ms()) for i in "ab"])
+    step(n, clock, 1 * M)
+    assert len(bodies(n)) == 1  # b waits for the group's next interval
+    step(n, clock, 4 * M)
+    assert len(bodies(n)) == 2 and bodies(n)[1]["notification_reason"] == "new alerts added"
+
+
+def test_a_receiver_without_integrations_does_not_keep_its_groups_due(make_notifier: NotifierFactory,
+                                                                      clock: ManualClock) -> None:
+    n = make_notifier(NotifyConfig())  # the default: one receiver that delivers nowhere
+    n.submit([alert("GpuMemoryHigh", instance="a")])
+    n.pipeline.tick()
+    step(n, clock, 31 * S)
+    assert n.pipeline.groups() and bodies(n) == []
+    for _ in range(3):
+        assert n.pipeline.tick() == NotifyConfig().delivery.poll_interval

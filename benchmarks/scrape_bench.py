@@ -71,6 +71,7 @@ from benchmarks.scrape_measure import (
     PROMETHEUS,
     cpu_s,
     ensure_prometheus,
+    metric_by_label,
     metric_value,
     prom_query,
     running,
@@ -78,7 +79,7 @@ from benchmarks.scrape_measure import (
     tail,
     windows,
 )
-from benchmarks.scrape_result import Result, print_memory
+from benchmarks.scrape_result import Result, print_memory, print_thread_cpu
 
 REPO = Path(__file__).resolve().parent.parent
 GOAL = 0.5  # raised from 1.5 once met (0.64x)
@@ -122,8 +123,11 @@ def run_ours(args: argparse.Namespace, urls: list[str], tmp: Path) -> Result:
     with serving(cmd, log, tmp, port, "/ready", "infermeter up") as (proc, client, ps):
         edges: list[tuple[int, int]] = []
 
+        threads: list[dict[str, float]] = []
+
         def read() -> float:
             edges.append(our_failures(client))
+            threads.append(metric_by_label(client, "infermeter_thread_cpu_seconds_total", "thread"))
             return metric_value(client, "infermeter_store_samples_appended_total")
 
         rss_window: list[int] = []
@@ -139,6 +143,7 @@ def run_ours(args: argparse.Namespace, urls: list[str], tmp: Path) -> Result:
             if line.startswith("infermeter_scrape_loop_lag_seconds{")
         ]
         print_memory(rss, stored_series, metrics)
+        print_thread_cpu(threads[-len(points)], threads[-1], p1.cpu - p0.cpu)
     scrapes = s1 - s0
     note = (
         f"{scrapes:,} scrapes in the windows ({scrapes / (p1.wall - p0.wall):.1f}/s, "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -110,6 +111,17 @@ def metric_value(client: httpx.Client, name: str) -> float:
             total += float(line.rsplit(" ", 1)[1])
             found = True
     return total if found else float("nan")
+
+
+def metric_by_label(client: httpx.Client, name: str, label: str) -> dict[str, float]:
+    """``name``'s values on a /metrics page by the value of ``label`` (summed where equal)."""
+    out: dict[str, float] = {}
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(name + "{"):
+            found = re.search(label + r'="((?:[^"\\]|\\.)*)"', line)
+            key = found.group(1) if found else ""
+            out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
 
 
 def cpu_s(ps: psutil.Process) -> float:

@@ -108,3 +108,15 @@ def print_memory(rss: int, series: float, metrics: list[str]) -> None:
     rest = rss - sum(parts.values())
     print(f"    {'everything else':<28} {rest / MIB:9.1f} MiB  {rest / max(series, 1):8.0f} B/series "
           "(interpreter and libraries, scrape caches, SQLAlchemy, allocator slack)")
+
+
+def print_thread_cpu(start: dict[str, float], end: dict[str, float], process_cpu_s: float) -> None:
+    """Where the CPU of the windows went, by thread (``infermeter_thread_cpu_seconds_total``
+    at their two edges); threads that came or went between them show what they had at the end."""
+    spent = {name: end[name] - start.get(name, 0.0) for name in end}
+    if not spent:
+        return
+    print(f"  CPU over the windows by thread ({process_cpu_s:.1f} s in all):")
+    for name, seconds in sorted(spent.items(), key=lambda item: -item[1]):
+        if seconds >= 0.05:
+            print(f"    {name:<28} {seconds:9.1f} s  {seconds / max(process_cpu_s, 1e-9):6.1%}")

@@ -35,6 +35,7 @@ from collector.remote_write.queue import DiskQueue
 from collector.remote_write.sender import Sender
 from infermeter.settings import Settings
 from infermeter.targets import source_factories, target_specs
+from infermeter.thread_cpu import ThreadCpuCollector
 from store.clock import Clock, SystemClock
 
 
@@ -104,6 +105,7 @@ def build_agent(settings: Settings, clock: Clock | None = None, nvml_module: Any
     registry = CollectorRegistry(auto_describe=True)
     agent = Agent(settings, clock, senders, appender, scrapes, registry, client)
     registry.register(_AgentMetrics(agent))
+    registry.register(ThreadCpuCollector())
     return agent
 
 

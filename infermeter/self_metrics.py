@@ -9,6 +9,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from collector.scrape_loop import TargetStatus
+from infermeter.thread_cpu import ThreadCpuCollector
 from store.memory import store_memory
 from store.tsdb import TimeSeriesStore
 
@@ -110,4 +111,5 @@ def build_registry(
     registry = CollectorRegistry(auto_describe=False)
     registry.register(store)
     registry.register(ScrapeCollector(statuses))
+    registry.register(ThreadCpuCollector())
     return registry, ApiMetrics(registry)

@@ -126,6 +126,7 @@ def test_health_ready_metrics_and_openapi(service: tuple[str, ManualClock]) -> N
     metrics = httpx.get(f"{base}/metrics").text
     assert "infermeter_store_samples_appended_total 1.0" in metrics
     assert 'infermeter_http_requests_total{code="200",route="/api/v1/samples"}' in metrics
+    assert 'infermeter_thread_cpu_seconds_total{thread="MainThread"}' in metrics
     spec = httpx.get(f"{base}/openapi.json").json()
     assert {"/api/v1/samples", "/api/v1/query_range", "/api/v1/series", "/ready"} <= set(spec["paths"])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -280,6 +281,17 @@ def test_a_lone_appender_waits_at_most_once_and_never_alone(make_store: StoreFac
     assert _wal_rows(store) == 3 + 1 + 2
 
 
+def _settling(written: list[int]) -> Callable[[list[Pending]], None]:
+    """A group writer that records each group's size and settles its batches."""
+
+    def write(group: list[Pending]) -> None:
+        written.append(len(group))
+        for pending in group:
+            pending.succeed(AppendResult())
+
+    return write
+
+
 def test_the_wait_for_the_group_never_holds_the_store_lock() -> None:
     """A gathering leader waits on the queue, not under the store's lock: those it waits for
     can still be queued behind it, and readers and checkpoints are not held up."""
@@ -298,14 +310,9 @@ def test_the_wait_for_the_group_never_holds_the_store_lock() -> None:
             lock.release()
         queue.put(_one(2))
 
-    def write(group: list[Pending]) -> None:
-        written.append(len(group))
-        for pending in group:
-            pending.succeed(AppendResult())
-
     helper = threading.Thread(target=second)
     helper.start()
-    queue.wait_or_write(first, lock, write)
+    queue.wait_or_write(first, lock, _settling(written))
     helper.join(10)
     assert lock_free_while_gathering == [True] and written == [2]
 
@@ -324,14 +331,9 @@ def test_a_gathering_leader_is_woken_by_the_batch_it_waits_for_not_by_each_one()
             time.sleep(0.05)  # the leader is waiting by then
             queue.put(_one(g))
 
-    def write(group: list[Pending]) -> None:
-        written.append(len(group))
-        for pending in group:
-            pending.succeed(AppendResult())
-
     helper = threading.Thread(target=others)
     helper.start()
-    queue.wait_or_write(first, threading.RLock(), write)
+    queue.wait_or_write(first, threading.RLock(), _settling(written))
     helper.join(10)
     assert written == [4]
     assert spy.calls <= 2  # the deadline, and one pass that waits until the fourth batch

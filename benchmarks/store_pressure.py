@@ -32,7 +32,6 @@ plain (16 bytes a sample) between merges.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ import psutil
 
 from benchmarks._common import mixed_fleet, section
 from infermeter import db
+from infermeter.thread_cpu import task_cpu_s
 from store import ManualClock, SampleBatch, StoreOptions, TimeSeriesStore, create_store_engine
 from store.batch_decode import decode_many
 from store.codec import ENCODING, encode_segments
@@ -55,8 +55,10 @@ OUT_OF_ORDER_S = 300  # the store's default window, in rounds of one second
 
 def thread_cpu_s(native_id: int) -> float:
     """CPU seconds (user + system) of one thread of this process (Linux)."""
-    fields = Path(f"/proc/self/task/{native_id}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    seconds = task_cpu_s(native_id)
+    if seconds is None:
+        raise SystemExit(f"no CPU time for thread {native_id} in /proc (Linux only)")
+    return seconds
 
 
 @dataclass(frozen=True)

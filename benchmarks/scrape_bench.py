@@ -73,6 +73,7 @@ from benchmarks.scrape_measure import (
     ensure_prometheus,
     metric_by_label,
     metric_value,
+    page_value,
     prom_query,
     running,
     serving,
@@ -122,13 +123,13 @@ def run_ours(args: argparse.Namespace, urls: list[str], tmp: Path) -> Result:
     log = tmp / "ours.log"
     with serving(cmd, log, tmp, port, "/ready", "infermeter up") as (proc, client, ps):
         edges: list[tuple[int, int]] = []
-
         threads: list[dict[str, float]] = []
 
         def read() -> float:
             edges.append(our_failures(client))
-            threads.append(metric_by_label(client, "infermeter_thread_cpu_seconds_total", "thread"))
-            return metric_value(client, "infermeter_store_samples_appended_total")
+            page = client.get("/metrics").text  # rendered by the process measured: once an edge
+            threads.append(metric_by_label(page, "infermeter_thread_cpu_seconds_total", "thread"))
+            return page_value(page, "infermeter_store_samples_appended_total")
 
         rss_window: list[int] = []
         points = windows(ps, read, args.warmup, args.duration, args.repeats, rss_window)

@@ -104,19 +104,24 @@ def serving(
 
 # -- measurement ---------------------------------------------------------------------------------
 def metric_value(client: httpx.Client, name: str) -> float:
-    """``name`` from a /metrics page, summed over its label sets (NaN when absent)."""
+    """``name`` from the /metrics page, summed over its label sets (NaN when absent)."""
+    return page_value(client.get("/metrics").text, name)
+
+
+def page_value(page: str, name: str) -> float:
+    """``name`` from a /metrics page's text, summed over its label sets (NaN when absent)."""
     total, found = 0.0, False
-    for line in client.get("/metrics").text.splitlines():
+    for line in page.splitlines():
         if line.startswith(name + " ") or line.startswith(name + "{"):
             total += float(line.rsplit(" ", 1)[1])
             found = True
     return total if found else float("nan")
 
 
-def metric_by_label(client: httpx.Client, name: str, label: str) -> dict[str, float]:
-    """``name``'s values on a /metrics page by the value of ``label`` (summed where equal)."""
+def metric_by_label(page: str, name: str, label: str) -> dict[str, float]:
+    """``name``'s values on a /metrics page's text by the value of ``label`` (summed where equal)."""
     out: dict[str, float] = {}
-    for line in client.get("/metrics").text.splitlines():
+    for line in page.splitlines():
         if line.startswith(name + "{"):
             found = re.search(label + r'="((?:[^"\\]|\\.)*)"', line)
             key = found.group(1) if found else ""

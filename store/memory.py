@@ -104,5 +104,5 @@ def store_memory(store: TimeSeriesStore) -> dict[str, int]:
         "chunk_cache": store.chunk_cache.nbytes,
         "rollup_cache": store.rollup_cache.rows * ROLLUP_ROW_BYTES,
         "wal_ledger": store.wal_ledger.nbytes,
-        "sqlite_heap": sqlite_heap_bytes() if store.engine.dialect.name == "sqlite" else 0,
+        "sqlite_heap": sqlite_heap_bytes() if store.backend.name == "sqlite" else 0,
     }

@@ -15,7 +15,8 @@ half of them gauges with three decimals and half their canonical copies (the gau
 floats that take the XOR path), new values every round. Measured over ``measure`` rounds after
 ``warm`` (past the out-of-order window and the first early checkpoints): process CPU per
 million samples appended (appends and checkpoints together), the checkpoints that ran, append
-latency and RSS; and the checkpoint thread's own CPU per million samples it flushed (from
+latency and RSS (at the end, and the largest of readings once a round); and the checkpoint
+thread's own CPU per million samples it flushed (from
 ``/proc/self/task``), between the first and the last checkpoint that ended in the measured
 rounds: whole cycles only. How many checkpoints end in the measured rounds varies (2 or 3),
 which moves the first figure by a tenth or more, not the second. Printed per run and as the
@@ -72,12 +73,14 @@ class PressureRun:
     head_samples: int
     head_bytes_per_sample: float  # median of readings during the measured rounds
     rss_mib: float
+    rss_max_mib: float  # the largest reading, once a round, over the measured rounds
 
     def line(self) -> str:
         return (f"  {self.cpu_per_m:5.2f} CPU-s per M samples; checkpoint thread {self.checkpoint_cpu_per_m:5.2f} "
                 f"CPU-s per M flushed; {self.checkpoints} checkpoints; append p50 "
                 f"{self.p50_ms:.1f} p99 {self.p99_ms:.1f} max {self.max_ms:.1f} ms; head {self.head_samples / 1e6:.1f} M "
-                f"samples, {self.head_bytes_per_sample:.2f} B a sample (median); RSS {self.rss_mib:.0f} MiB")
+                f"samples, {self.head_bytes_per_sample:.2f} B a sample (median); RSS {self.rss_mib:.0f} MiB at the end, "
+                f"{self.rss_max_mib:.0f} MiB at most")
 
 
 def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int, pace_s: float) -> PressureRun:
@@ -100,6 +103,8 @@ def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int,
         thread_id = store.background.native_id
         ends: list[tuple[float, int]] = []  # (checkpoint thread CPU, samples flushed) as each checkpoint ended
         head_sizes: list[float] = []  # the head's bytes a sample, every 20 measured rounds
+        rss_max = 0
+        process = psutil.Process()
         next_at = time.perf_counter()
         for j in range(warm + measure):
             if j == warm:
@@ -118,6 +123,8 @@ def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int,
                 store.append(SampleBatch.one_per_key(keys[lo:hi], ts, values[lo:hi], ids[lo:hi]))
                 if j >= warm:
                     latencies.append((time.perf_counter() - began) * 1000)
+            if j >= warm:
+                rss_max = max(rss_max, process.memory_info().rss)
             if j >= warm and store.stats["checkpoints"] > checkpoints0 + len(ends):
                 ends.append((thread_cpu_s(thread_id), store.stats["flushed"]))
             if j >= warm and (j - warm) % 20 == 0:
@@ -131,7 +138,7 @@ def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int,
                            int(store.stats["checkpoints"] - checkpoints0),
                            float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()),
                            store.head.samples, statistics.median(head_sizes),
-                           psutil.Process().memory_info().rss / 2**20)
+                           process.memory_info().rss / 2**20, rss_max / 2**20)
     finally:
         store.close(flush=False)
         engine.dispose()
@@ -224,3 +231,4 @@ def bench_pressure(series: int, warm: int, measure: int, pace_s: float, repeats:
     for label, figures in (("store CPU per M samples appended", [r.cpu_per_m for r in runs]),
                            ("checkpoint thread CPU per M samples flushed", [r.checkpoint_cpu_per_m for r in runs])):
         print(f"{label}: {_spread(figures)}")
+    print(f"RSS at most over the measured rounds: {_spread([r.rss_max_mib for r in runs], digits=0)} MiB")

@@ -209,7 +209,7 @@ class BackgroundCheckpoints:
                 store.pending_floor = floor
             cur = self._conn.cursor()
             try:
-                if prepare(plan).empty:  # merged off the lock: nothing was due after all
+                if prepare(plan, self._give_way).empty:  # merged off the lock: nothing was due after all
                     with store.lock:
                         store.pending_floor = None
                         store.head.release()

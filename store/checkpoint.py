@@ -31,7 +31,7 @@ from store.flat_runs import range_breaks
 from store.head import NEVER
 from store.head_blocks import _Block
 from store.head_frozen import Frozen
-from store.head_packed import Block, pack_if_large
+from store.head_packed import Block, joined, pack_dense
 from store.rollup import Frame, merge_rows, regroup
 from store.rollup_spans import SPAN_COLUMNS, span_rows, split_last
 from store.types import Float64Array, Int64Array
@@ -49,6 +49,10 @@ def _no_samples() -> Block:
 # Samples encoded and folded per slice: the transaction stays one, but the temporaries
 # (codec columns, rollup frames, rows for the driver) are bounded by a slice, not a checkpoint.
 SLICE_SAMPLES = 250_000
+# Samples a checkpoint's prepare merges and splits at once: its temporaries (~50 bytes a
+# sample) are bounded by this, not by the head; and, as in store.head_packed, no numpy call
+# holds the interpreter for long.
+PREPARE_SLICE_SAMPLES = 1 << 18
 _RANGES_PER_DELETE = 200  # id runs per DELETE statement (SQLite allows 32,766 parameters)
 
 
@@ -140,23 +144,30 @@ def _oldest_unflushed(store: TimeSeriesStore, cutoff: Int64Array, marked: Int64A
     return int(np.maximum(after[pending], head.first_ts[:n][pending]).min())
 
 
-def prepare(plan: Plan) -> Plan:
+def prepare(plan: Plan, pause: Callable[[], None] | None = None, slice_samples: int = PREPARE_SLICE_SAMPLES) -> Plan:
     """The plan's samples from its frozen head (no lock needed): what to flush, and the head
     as it will be once they are flushed (trimmed below ``bound``). Only the older blocks that
-    hold such samples are merged; the newer ones stay as they are (packed ones stay packed)."""
+    hold such samples are merged; the newer ones stay as they are (packed ones stay packed).
+    They are merged and split a range of series at a time (``slice_samples``), each piece
+    packed where large before the next: the whole head unpacked at once was the service's
+    largest transient memory. ``pause``: called between the ranges (see :func:`write_checkpoint`)."""
     n = len(plan.cutoff)
     after = _marks_after(plan.flushed_until, plan.cutoff, plan.marked)
     plan.bound = np.minimum(plan.keep_from[:n], after)
     due_from = np.where(plan.cutoff > plan.flushed_until, plan.cutoff, NEVER)
     untouched = plan.frozen.untouched_tail(np.maximum(plan.bound, due_from))
-    block = plan.frozen.merged(len(plan.frozen.blocks) - len(untouched))
-    sid, ts, val = block.sid(), block.ts, block.val
-    unflushed = ts >= plan.flushed_until[sid]
-    below = ts < plan.cutoff[sid]
-    due = unflushed & below
-    plan.flush = pack_if_large(_Block.of(sid[due], ts[due], val[due]))
-    kept = ts >= plan.bound[sid]
-    plan.trimmed = [pack_if_large(_Block.of(sid[kept], ts[kept], val[kept])), *untouched]
+    flush: list[Block] = []
+    kept: list[Block] = []
+    for block in plan.frozen.merged_slices(len(plan.frozen.blocks) - len(untouched), slice_samples):
+        if pause is not None:
+            pause()
+        sid, ts, val = block.sid(), block.ts, block.val
+        due = (ts >= plan.flushed_until[sid]) & (ts < plan.cutoff[sid])
+        flush.append(pack_dense(_Block.of(sid[due], ts[due], val[due])))
+        keep = ts >= plan.bound[sid]
+        kept.append(pack_dense(_Block.of(sid[keep], ts[keep], val[keep])))
+    plan.flush = joined(flush)
+    plan.trimmed = [joined(kept), *untouched]
     return plan
 
 

@@ -62,6 +62,11 @@ class _Block:
         a, b = int(self.offs[lo]), int(self.offs[hi])
         return ids_of(self.usid, self.offs, lo, hi), self.ts[a:b], self.val[a:b]
 
+    def part(self, lo: int, hi: int) -> Run:
+        """The series at positions [lo, hi) as a run of their own (views, not copies)."""
+        a, b = int(self.offs[lo]), int(self.offs[hi])
+        return self.usid[lo:hi], self.offs[lo : hi + 1] - a, self.ts[a:b], self.val[a:b]
+
     def segments(self, sids: Int64Array) -> tuple[Int64Array, Int64Array]:
         """[lo, hi) of each id's samples; an absent id gets lo == hi at its sorted place."""
         usid = self.usid

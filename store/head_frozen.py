@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,34 @@ class Frozen:
         return _merge([b.run() for b in blocks] + [(*_csr(sid), ts, val) for sid, ts, val in self.pending],
                       self.ordered)
 
+    def merged_slices(self, upto: int, budget: int) -> Iterator[_Block]:
+        """What :meth:`merged` returns, as blocks of consecutive id ranges of about ``budget``
+        samples each (a series is never cut), merged one at a time: a checkpoint of tens of
+        millions of samples held them all unpacked at once, with its masks and copies (~57
+        bytes a sample; the service's RSS jumped by ~1.6 GiB at 30 M)."""
+        sources: list[Block] = [*self.blocks[:upto], *(_sorted_block(*p) for p in self.pending)]
+        sources = [b for b in sources if len(b)]
+        if not sources:
+            return
+        cap = max(int(b.usid[-1]) for b in sources) + 1
+        per_series = np.zeros(cap, np.int64)
+        for b in sources:
+            per_series[b.usid] += np.diff(b.offs)
+        cuts = np.searchsorted(np.cumsum(per_series), np.arange(budget, int(per_series.sum()), budget), side="left")
+        bounds = sorted({0, cap, *(int(c) + 1 for c in cuts if int(c) + 1 < cap)})
+        for lo_id, hi_id in zip(bounds[:-1], bounds[1:]):
+            parts = []
+            for b in sources:
+                lo, hi = np.searchsorted(b.usid, (lo_id, hi_id)).tolist()
+                if hi > lo:
+                    usid, offs, ts, val = b.part(lo, hi)
+                    parts.append((usid - lo_id, offs, ts, val))  # ids from 0: counting sizes by the range
+            if not parts:
+                continue
+            block = _merge(parts, self.ordered)
+            block.usid = block.usid + lo_id
+            yield block
+
     def untouched_tail(self, below: Int64Array) -> tuple[Block, ...]:
         """The newest blocks in which no series has a sample older than ``below[sid]``: a
         checkpoint that flushes or drops only such samples keeps them as they are, without
@@ -44,6 +73,13 @@ class Frozen:
                 break
             first -= 1
         return self.blocks[first:]
+
+
+def _sorted_block(sid: Int64Array, ts: Int64Array, val: Float64Array) -> _Block:
+    if len(sid) > 1 and not (np.all(sid[1:] >= sid[:-1])):
+        order = np.lexsort((ts, sid))
+        sid, ts, val = sid[order], ts[order], val[order]
+    return _Block.of(sid, ts, val)
 
 
 @dataclass(frozen=True)

@@ -248,6 +248,26 @@ class PackedBlock:
         self._decimals = _cat([p[4] for p in parts], np.int8)
         self._values = _Residuals.concat([p[5] for p in parts])
 
+    @classmethod
+    def join(cls, pieces: list[PackedBlock]) -> PackedBlock:
+        """Blocks of consecutive, disjoint id ranges (ascending) as one, without decoding them."""
+        if len(pieces) == 1:
+            return pieces[0]
+        out = cls.__new__(cls)
+        sizes = np.cumsum([0] + [p._n for p in pieces])
+        out.usid = np.concatenate([p.usid for p in pieces])
+        out.offs = np.concatenate([p.offs[:-1] + base for p, base in zip(pieces, sizes.tolist())]
+                                  + [sizes[-1:]]).astype(np.int64)
+        out.min_ts, out.max_ts = min(p.min_ts for p in pieces), max(p.max_ts for p in pieces)
+        out._n = int(sizes[-1])
+        out._first_ts = np.concatenate([p._first_ts for p in pieces])
+        out._first_delta = np.concatenate([p._first_delta for p in pieces])
+        out._ts = _Residuals.concat([p._ts for p in pieces])
+        out._first_value = np.concatenate([p._first_value for p in pieces])
+        out._decimals = np.concatenate([p._decimals for p in pieces])
+        out._values = _Residuals.concat([p._values for p in pieces])
+        return out
+
     # -- the _Block interface ----------------------------------------------------------------
     def __len__(self) -> int:
         return self._n
@@ -266,6 +286,11 @@ class PackedBlock:
         """(id, timestamp, value) of every sample of the series at positions [lo, hi), decoded."""
         ts, val = self._decode(np.arange(lo, hi, dtype=np.int64))
         return ids_of(self.usid, self.offs, lo, hi), ts, val
+
+    def part(self, lo: int, hi: int) -> Run:
+        """The series at positions [lo, hi) as a run of their own, decoded."""
+        ts, val = self._decode(np.arange(lo, hi, dtype=np.int64))
+        return self.usid[lo:hi], self.offs[lo : hi + 1] - self.offs[lo], ts, val
 
     segments = _Block.segments
 
@@ -341,3 +366,30 @@ def pack_if_large(block: Block) -> Block:
 def packable(samples: int, series: int) -> bool:
     """Whether a block of this many samples and series is worth packing."""
     return samples >= PACK_MIN_SAMPLES and samples >= PACK_MIN_PER_SERIES * series
+
+
+def pack_dense(block: Block) -> Block:
+    """``block`` packed where it holds enough samples a series, however few in all: a piece
+    that :func:`joined` puts together with others (which unpacks them again if the whole is
+    small)."""
+    if isinstance(block, PackedBlock) or not len(block) or len(block) < PACK_MIN_PER_SERIES * len(block.usid):
+        return block
+    return PackedBlock(block)
+
+
+def joined(pieces: list[Block]) -> Block:
+    """Blocks of consecutive, disjoint id ranges (ascending) as one block, packed as
+    :func:`pack_if_large` would pack the whole."""
+    pieces = [p for p in pieces if len(p)]
+    if not packable(sum(map(len, pieces)), sum(len(p.usid) for p in pieces)):
+        runs = [p.run() for p in pieces]
+        if not runs:
+            return _Block(np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
+        if len(runs) == 1:
+            return _Block(*runs[0])
+        sizes = np.cumsum([0] + [len(r[2]) for r in runs]).tolist()
+        offs = np.concatenate([r[1][:-1] + base for r, base in zip(runs, sizes)] + [np.asarray(sizes[-1:], np.int64)])
+        return _Block(np.concatenate([r[0] for r in runs]).astype(np.int64), offs.astype(np.int64),
+                      np.concatenate([r[2] for r in runs]).astype(np.int64),
+                      np.concatenate([r[3] for r in runs]).astype(np.float64))
+    return PackedBlock.join([p if isinstance(p, PackedBlock) else PackedBlock(p) for p in pieces])

@@ -209,11 +209,7 @@ class BackgroundCheckpoints:
                 store.pending_floor = floor
             cur = self._conn.cursor()
             try:
-                if prepare(plan, self._give_way).empty:  # merged off the lock: nothing was due after all
-                    with store.lock:
-                        store.pending_floor = None
-                        store.head.release()
-                    return 0
+                prepare(plan)
                 publish = SlicePublisher(store, self._conn, plan, self.checkpoint_wal) if self._sqlite_writers else None
                 write_checkpoint(store, cur, plan, self._give_way, BACKGROUND_SLICE_SAMPLES, publish)
                 # Committed off the lock too: a large transaction's commit takes long enough to
@@ -226,7 +222,7 @@ class BackgroundCheckpoints:
                 # connection holds SQLite's write lock: an append holding it may be waiting for
                 # that write lock.
                 if publish is None:
-                    store.publish_gate.begin(plan.flush.usid)
+                    store.publish_gate.begin(plan.series_flushed())
                 self._conn.commit()
                 if publish is not None:
                     publish.copy_pages()

@@ -42,17 +42,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _no_samples() -> Block:
-    return _Block.of(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
-
-
 # Samples encoded and folded per slice: the transaction stays one, but the temporaries
 # (codec columns, rollup frames, rows for the driver) are bounded by a slice, not a checkpoint.
 SLICE_SAMPLES = 250_000
-# Samples a checkpoint's prepare merges and splits at once: its temporaries (~50 bytes a
-# sample) are bounded by this, not by the head; and, as in store.head_packed, no numpy call
-# holds the interpreter for long.
-PREPARE_SLICE_SAMPLES = 1 << 18
+# Samples a checkpoint merges and splits at once (see write_checkpoint): its temporaries (~50
+# bytes a sample) are bounded by this, not by the head; and, as in store.head_packed, no numpy
+# call holds the interpreter for long.
+MERGE_SAMPLES = 1 << 18
 _RANGES_PER_DELETE = 200  # id runs per DELETE statement (SQLite allows 32,766 parameters)
 
 
@@ -67,8 +63,9 @@ class SliceHooks(Protocol):
 @dataclass
 class Plan:
     """What one checkpoint writes: the cutoffs and marks taken under the store's lock with the
-    head as it was then (``frozen``), and -- from :func:`prepare`, which needs no lock -- the
-    samples to flush and the head trimmed once they are flushed.
+    head as it was then (``frozen``); from :func:`prepare`, which needs no lock, the bound the
+    head is trimmed to and which of its blocks hold samples to flush; and, as
+    :func:`write_checkpoint` goes, what it wrote and the head trimmed once that commits.
 
     ``wal_ranges``: the write-ahead rows, written before the plan, that hold only samples
     flushed once it commits (inclusive id runs); the checkpoint deletes them. Rows appended
@@ -80,20 +77,17 @@ class Plan:
     flushed_until: Int64Array
     frozen: Frozen
     wal_ranges: list[tuple[int, int]]
-    # Packed where large (store.head_packed): held while it is written, beside the head; as plain
-    # columns (24 bytes a sample) an early checkpoint at 100 k series at 1 s held ~300 MiB.
-    flush: Block = field(default_factory=_no_samples)
+    sources: int = 0  # the frozen head's oldest blocks that are merged (the rest stay as they are)
+    untouched: tuple[Block, ...] = ()
     trimmed: list[Block] | None = None
     bound: Int64Array = field(default_factory=lambda: np.empty(0, np.int64))
     written: list[tuple[int, Frame, Frame]] = field(default_factory=list)
+    samples: int = 0  # flushed so far
+    series: list[Int64Array] = field(default_factory=list)  # the ids flushed, slice by slice
 
-    @property
-    def samples(self) -> int:
-        return len(self.flush)
-
-    @property
-    def empty(self) -> bool:
-        return self.samples == 0 and len(self.marked) == 0
+    def series_flushed(self) -> Int64Array:
+        """The ids of every series the plan flushed samples of so far."""
+        return np.unique(np.concatenate(self.series)) if self.series else np.empty(0, np.int64)
 
 
 def plan_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
@@ -144,50 +138,61 @@ def _oldest_unflushed(store: TimeSeriesStore, cutoff: Int64Array, marked: Int64A
     return int(np.maximum(after[pending], head.first_ts[:n][pending]).min())
 
 
-def prepare(plan: Plan, pause: Callable[[], None] | None = None, slice_samples: int = PREPARE_SLICE_SAMPLES) -> Plan:
-    """The plan's samples from its frozen head (no lock needed): what to flush, and the head
-    as it will be once they are flushed (trimmed below ``bound``). Only the older blocks that
-    hold such samples are merged; the newer ones stay as they are (packed ones stay packed).
-    They are merged and split a range of series at a time (``slice_samples``), each piece
-    packed where large before the next: the whole head unpacked at once was the service's
-    largest transient memory. ``pause``: called between the ranges (see :func:`write_checkpoint`)."""
+def prepare(plan: Plan) -> Plan:
+    """What the plan merges (no lock needed): the head's bound once it is written (samples
+    below it go), and its oldest blocks that hold samples to flush or drop; the newer ones stay
+    as they are (packed ones stay packed)."""
     n = len(plan.cutoff)
     after = _marks_after(plan.flushed_until, plan.cutoff, plan.marked)
     plan.bound = np.minimum(plan.keep_from[:n], after)
     due_from = np.where(plan.cutoff > plan.flushed_until, plan.cutoff, NEVER)
-    untouched = plan.frozen.untouched_tail(np.maximum(plan.bound, due_from))
-    flush: list[Block] = []
-    kept: list[Block] = []
-    for block in plan.frozen.merged_slices(len(plan.frozen.blocks) - len(untouched), slice_samples):
-        if pause is not None:
-            pause()
-        sid, ts, val = block.sid(), block.ts, block.val
-        due = (ts >= plan.flushed_until[sid]) & (ts < plan.cutoff[sid])
-        flush.append(pack_dense(_Block.of(sid[due], ts[due], val[due])))
-        keep = ts >= plan.bound[sid]
-        kept.append(pack_dense(_Block.of(sid[keep], ts[keep], val[keep])))
-    plan.flush = joined(flush)
-    plan.trimmed = [joined(kept), *untouched]
+    plan.untouched = plan.frozen.untouched_tail(np.maximum(plan.bound, due_from))
+    plan.sources = len(plan.frozen.blocks) - len(plan.untouched)
     return plan
 
 
 def write_checkpoint(store: TimeSeriesStore, cur: Any, plan: Plan, pause: Callable[[], None] | None = None,
-                     slice_samples: int = SLICE_SAMPLES, hooks: SliceHooks | None = None) -> None:
+                     slice_samples: int | None = None, hooks: SliceHooks | None = None) -> None:
     """Chunks and rollups of the plan and the write-ahead rows it empties deleted, on ``cur``
-    inside one transaction the caller commits. Needs no store lock: it
-    reads the head only for ``flushed_until``, which only the checkpoint itself moves.
+    inside one transaction the caller commits; and ``plan.trimmed``, the head once it commits.
+    Needs no store lock: it reads the head only for ``flushed_until``, which only the
+    checkpoint itself moves.
+
+    The plan's blocks are merged a range of series at a time (:data:`MERGE_SAMPLES`): each
+    range's samples due are written, in slices of ``slice_samples``, and those it keeps are
+    packed, before the next range is merged. Merging the whole head first held every sample
+    unpacked at once with its masks and copies (~50 bytes a sample: the service's RSS jumped by
+    ~1.6 GiB at 30 M), and the samples due then had to be packed and unpacked again.
     ``pause``: called between slices (a background checkpoint gives way to appends there).
     ``hooks``: told each slice's series before and after it is written; a caller that commits
     after each makes every slice a transaction of its own (see :mod:`store.background`)."""
-    for lo, hi in _slices(plan.flush.offs, slice_samples):
+    slice_samples = SLICE_SAMPLES if slice_samples is None else slice_samples
+    kept: list[Block] = []
+    merges = plan.frozen.merged_slices(plan.sources, MERGE_SAMPLES)
+    while True:
         if pause is not None:
             pause()
-        sid, ts, val = plan.flush.series(lo, hi)
-        if hooks is not None:
-            hooks.before(sid)
-        plan.written.extend(_flush_slice(store, cur, sid, ts, val))
-        if hooks is not None:
-            hooks.after(sid)
+        block = next(merges, None)
+        if block is None:
+            break
+        sid, ts, val = block.sid(), block.ts, block.val
+        due = (ts >= plan.flushed_until[sid]) & (ts < plan.cutoff[sid])
+        flush = _Block.of(sid[due], ts[due], val[due])
+        keep = ts >= plan.bound[sid]
+        kept.append(pack_dense(_Block.of(sid[keep], ts[keep], val[keep])))
+        del block, sid, ts, val, due, keep
+        for lo, hi in _slices(flush.offs, slice_samples):
+            if pause is not None:
+                pause()
+            ids, ts, val = flush.series(lo, hi)
+            if hooks is not None:
+                hooks.before(ids)
+            plan.written.extend(_flush_slice(store, cur, ids, ts, val))
+            if hooks is not None:
+                hooks.after(ids)
+            plan.samples += len(ts)
+            plan.series.append(flush.usid[lo:hi])
+    plan.trimmed = [joined(kept), *plan.untouched]
     p = store.backend.param
     for at in range(0, len(plan.wal_ranges), _RANGES_PER_DELETE):
         ranges = plan.wal_ranges[at : at + _RANGES_PER_DELETE]
@@ -226,8 +231,7 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
     if plan is None:
         return 0
     try:
-        if prepare(plan).empty:
-            return 0
+        prepare(plan)
         with store.transaction() as cur:
             write_checkpoint(store, cur, plan)
         apply_checkpoint(store, plan)

@@ -85,6 +85,28 @@ def test_appends_go_on_while_a_checkpoint_writes_and_nothing_is_lost_or_doubled(
     assert len(got) == len(KEYS) and all(v == expected for v in got.values())
 
 
+def test_the_rollup_reads_are_told_every_series_a_background_checkpoint_commits(
+        opened: Callable[..., TimeSeriesStore], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its commit is off the store's lock: the publish gate must hold back rollup reads of
+    exactly the series it flushed (once for the whole plan, or slice by slice on SQLite)."""
+    store = opened(ManualClock(T0))
+    begun: list[int] = []
+    real_begin = store.publish_gate.begin
+
+    def begin(sids: np.ndarray) -> None:
+        begun.extend(np.asarray(sids).tolist())
+        real_begin(sids)
+
+    monkeypatch.setattr(store.publish_gate, "begin", begin)
+    start = T0 - T0 % (2 * HOUR)
+    for i in range(126):
+        scrape(store, start + i * MIN, float(i))
+    wait_for(lambda: store.stats["checkpoints"] == 1)
+    assert sorted(set(begun)) == sorted(store.resolve(KEYS).tolist())
+    if store.backend.name != "sqlite":
+        assert len(begun) == len(KEYS)  # one commit for the whole plan
+
+
 def test_a_late_sample_behind_a_planned_cutoff_is_refused_while_the_checkpoint_writes(
         opened: Callable[..., TimeSeriesStore], monkeypatch: pytest.MonkeyPatch) -> None:
     """An idle series is flushed whole (cutoff just past its newest sample): a sample inside

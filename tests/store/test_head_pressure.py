@@ -3,12 +3,16 @@ exact), and series that stopped arriving are flushed whole instead of waiting fo
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import numpy as np
 import pytest
 
 import store.checkpoint as checkpoint_module
 from store import Matcher, RangeQuery, Reader, SampleBatch, Selector, SeriesKey, StoreOptions
 from store.head import EMPTY
+from store.head_frozen import Frozen
 from store.head_packed import PackedBlock
 from store.types import STALE_NAN_BITS
 from tests.conftest import T0, StoreFactory
@@ -100,17 +104,27 @@ def test_a_head_whose_out_of_order_window_outgrows_the_budget_stays_near_that_wi
 def test_a_large_checkpoint_holds_what_it_writes_packed_and_writes_every_value_exactly(
     make_store: StoreFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An early checkpoint of 100 k series at 1 s flushes ~13 M samples and writes them for most
-    of the time until the next: as plain columns (24 bytes a sample) they were a third of the
-    service's memory. Large enough, they are held packed and decoded slice by slice; integers,
-    decimals, arbitrary floats, NaN and staleness markers all come back bit for bit."""
+    """An early checkpoint of 100 k series at 1 s flushes ~13 M samples: merged whole, as plain
+    columns (24 bytes a sample), they were a third of the service's memory. They are merged and
+    written a range of series at a time, and what the head keeps is packed; integers, decimals,
+    arbitrary floats, NaN and staleness markers all come back bit for bit."""
     held: list[type] = []
+    ranges: list[int] = []
     real_write = checkpoint_module.write_checkpoint
+    real_ranges = Frozen.merged_slices
 
     def spying_write(store: object, cur: object, plan: checkpoint_module.Plan, *args: object, **kw: object) -> None:
-        held.append(type(plan.flush))
         real_write(store, cur, plan, *args, **kw)  # type: ignore[arg-type]
+        assert plan.trimmed is not None
+        held.append(type(plan.trimmed[0]))
 
+    def spying_ranges(self: Frozen, upto: int, budget: int) -> Iterator[Any]:
+        for block in real_ranges(self, upto, budget):
+            ranges.append(len(block))
+            yield block
+
+    monkeypatch.setattr(Frozen, "merged_slices", spying_ranges)
+    monkeypatch.setattr(checkpoint_module, "MERGE_SAMPLES", 50_000)
     monkeypatch.setattr(checkpoint_module, "write_checkpoint", spying_write)
     store = make_store(StoreOptions())
     n_series, scrapes = 1_500, 200  # 300 k samples: above PACK_MIN_SAMPLES, 200 a series
@@ -131,6 +145,7 @@ def test_a_large_checkpoint_holds_what_it_writes_packed_and_writes_every_value_e
         store.append(SampleBatch.one_per_key(keys, ts, values[:, i]))
     assert store.checkpoint(force=True) == n_series * scrapes
     assert held == [PackedBlock]
+    assert sum(ranges) == n_series * scrapes and len(ranges) == 6 and max(ranges) <= 50_000 + scrapes
     store.close(flush=False)
     again = make_store(StoreOptions())  # nothing left to replay: every sample is read from the chunks
     assert again.head.samples == 0

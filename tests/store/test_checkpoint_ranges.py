@@ -1,22 +1,30 @@
-"""A checkpoint's prepare works a range of series at a time: the same samples to flush and the
-same trimmed head as one merge of the whole head, with temporaries bounded by the range."""
+"""A checkpoint merges the head a range of series at a time: the same chunks, rollups and
+trimmed head as one merge of the whole head, with temporaries bounded by the range; and the
+pieces it keeps join into one block."""
 
 from __future__ import annotations
 
 import tracemalloc
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlalchemy import text
 
-from store.checkpoint import Plan, prepare
+import store.checkpoint as checkpoint_module
+from infermeter import db
+from store import ManualClock, SampleBatch, SeriesKey, StoreOptions, TimeSeriesStore, create_store_engine
 from store.head import Head
 from store.head_blocks import _Block
+from store.head_frozen import Frozen
 from store.head_packed import PackedBlock, joined, pack_dense
 from tests.store.test_head_packed import _same_bits, blocks
 
 T0 = 1_800_000_000_000
+HOUR = 3_600_000
 
 
 def _columns(block: object) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -103,47 +111,86 @@ def test_merged_slices_hold_what_one_merge_of_the_whole_head_holds(budget: int, 
     _assert_same(joined(pieces), want)
 
 
-def _plan(head: Head, cutoff_s: int, keep_s: int) -> Plan:
-    n = head.capacity
-    head.seal()
-    cutoff = np.full(n, T0 + cutoff_s * 1_000, np.int64)
-    keep = np.full(n, T0 + keep_s * 1_000, np.int64)
-    return Plan(cutoff, keep, np.arange(n, dtype=np.int64), head.flushed_until.copy(), head.frozen(), [])
+def _store(path: Path, series: int, scrapes: int) -> TimeSeriesStore:
+    """A SQLite store (inline checkpoints) with ``scrapes`` 1 s scrapes of ``series`` gauges,
+    every third series missing from every fifth scrape, starting 90 s before a 2 h boundary."""
+    engine = create_store_engine(f"sqlite:///{path}")
+    db.upgrade(engine)
+    start = (T0 // (2 * HOUR) + 1) * 2 * HOUR - 90_000
+    store = TimeSeriesStore(engine, ManualClock(start), StoreOptions(out_of_order_window_ms=30_000))
+    store.open()
+    keys = [SeriesKey.of("gpu_power_watts", gpu=str(g)) for g in range(series)]
+    rng = np.random.default_rng(3)
+    for i in range(scrapes):
+        ts = start + i * 1_000
+        store.clock.set(ts)  # type: ignore[attr-defined]
+        chosen = [k for g, k in enumerate(keys) if i % 5 or g % 3]
+        store.append(SampleBatch.one_per_key(chosen, ts, np.round(rng.uniform(50, 700, len(chosen)), 3)))
+    return store
 
 
-@pytest.mark.parametrize("budget", [1, 5_000, 1 << 40])
-def test_a_prepare_range_by_range_flushes_and_keeps_what_one_of_the_whole_head_does(budget: int) -> None:
-    head = _head(3_000, 120, seal_every=10)
-    whole = prepare(_plan(head, 100, 60), slice_samples=1 << 40)
-    paused: list[int] = []
-    sliced = prepare(_plan(head, 100, 60), lambda: paused.append(1), slice_samples=budget)
-    assert sliced.samples == whole.samples > 0
-    _assert_same(sliced.flush, whole.flush)
-    assert whole.trimmed is not None and sliced.trimmed is not None
-    assert len(sliced.trimmed) == len(whole.trimmed)
-    for got, want in zip(sliced.trimmed, whole.trimmed):
-        _assert_same(got, want)
-    if budget == 1 << 40:
-        assert len(paused) == 1
-    elif budget == 1:  # a range for each of the 3,000 series
-        assert len(paused) == 3_000
-    else:  # ~93 samples a series in the blocks merged (the newest stay untouched): ~54 series a range
-        assert 45 < len(paused) < 70, len(paused)
-    assert sliced.flush.run()[2].max() < T0 + 100_000 and np.all(sliced.trimmed[0].run()[2] >= T0 + 60_000)
+def _rows(store: TimeSeriesStore) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    with store.engine.connect() as conn:
+        chunks = conn.execute(text("SELECT series_id, start_ms, end_ms, n, encoding, data FROM chunks ORDER BY 1, 2")).all()
+        spans = conn.execute(text("SELECT resolution_ms, series_id, first_ms, last_ms, n, payload "
+                                  "FROM rollup_spans ORDER BY 1, 2, 3")).all()
+    return [tuple(r) for r in chunks], [tuple(r) for r in spans]
 
 
-def test_a_prepare_holds_its_temporaries_for_a_range_of_series_not_for_the_head() -> None:
-    """A whole-head merge held every sample unpacked with its masks and copies (~50 bytes a
-    sample): tracemalloc's peak over the call is what prepare itself allocated."""
-    head = _head(20_000, 100, seal_every=10)
+@pytest.mark.parametrize("merge_samples", [1, 4_999])
+def test_a_checkpoint_range_by_range_writes_and_keeps_what_one_of_the_whole_head_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, merge_samples: int) -> None:
+    """Past the 2 h boundary and the out-of-order window, the appends checkpoint: the samples
+    before the boundary are written and the head keeps the rest, the same range by range."""
+    ranges: list[int] = []
+    real = Frozen.merged_slices
+
+    def counted(self: Frozen, upto: int, budget: int) -> Iterator[_Block]:
+        for block in real(self, upto, budget):
+            ranges.append(len(block))
+            yield block
+
+    monkeypatch.setattr(Frozen, "merged_slices", counted)
+    monkeypatch.setattr(checkpoint_module, "MERGE_SAMPLES", 1 << 40)
+    whole = _store(tmp_path / "whole.db", 300, 150)
+    assert len(ranges) == 1
+    ranges.clear()
+    monkeypatch.setattr(checkpoint_module, "MERGE_SAMPLES", merge_samples)
+    sliced = _store(tmp_path / "sliced.db", 300, 150)
+    try:
+        assert sliced.stats["flushed"] == whole.stats["flushed"] > 0
+        if merge_samples == 1:
+            assert len(ranges) == 300  # a range for each series
+        else:
+            assert 5 <= len(ranges) <= 12 and max(ranges) <= merge_samples + 150, ranges
+        assert _rows(sliced) == _rows(whole)
+        for got, want in zip(sliced.head.columns(), whole.head.columns()):
+            assert np.array_equal(got, want)
+        assert sliced.head.samples == whole.head.samples > 0
+    finally:
+        for store in (whole, sliced):
+            store.close(flush=False)
+            store.engine.dispose()
+
+
+def test_a_checkpoint_holds_its_temporaries_for_a_range_of_series_not_for_the_head(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Merging the whole head first held every sample unpacked with its masks and copies
+    (~50 bytes a sample): tracemalloc's peak over the checkpoint, per sample flushed."""
     peaks = {}
-    for budget in (1 << 16, 1 << 40):
-        plan = _plan(head, 70, 70)
-        tracemalloc.start()
+    for merge_samples in (1 << 14, 1 << 40):
+        store = _store(tmp_path / f"{merge_samples}.db", 8_000, 100)  # none due yet
+        monkeypatch.setattr(checkpoint_module, "MERGE_SAMPLES", merge_samples)
+        monkeypatch.setattr(checkpoint_module, "SLICE_SAMPLES", 1 << 14)
         try:
-            prepare(plan, slice_samples=budget)
-            peaks[budget] = tracemalloc.get_traced_memory()[1] / head.samples
+            with store.lock:
+                store.head.seal()  # the scrapes' batches into blocks first: not the checkpoint's
+            tracemalloc.start()
+            flushed = store.checkpoint(force=True)
+            peaks[merge_samples] = tracemalloc.get_traced_memory()[1] / flushed
         finally:
             tracemalloc.stop()
-    assert peaks[1 << 16] < 16, peaks  # the packed results, and one range's temporaries
-    assert peaks[1 << 40] > 2 * peaks[1 << 16], peaks
+            store.close(flush=False)
+            store.engine.dispose()
+    assert peaks[1 << 14] < 20, peaks
+    assert peaks[1 << 40] > 2 * peaks[1 << 14], peaks

@@ -24,17 +24,10 @@ class Frozen:
                  ordered: bool) -> None:
         self.blocks, self.pending, self.ordered = blocks, pending, ordered
 
-    def merged(self, upto: int | None = None) -> _Block:
-        """The blocks (the first ``upto`` of them; all by default) and pending batches as one."""
-        blocks = self.blocks if upto is None else self.blocks[:upto]
-        return _merge([b.run() for b in blocks] + [(*_csr(sid), ts, val) for sid, ts, val in self.pending],
-                      self.ordered)
-
     def merged_slices(self, upto: int, budget: int) -> Iterator[_Block]:
-        """What :meth:`merged` returns, as blocks of consecutive id ranges of about ``budget``
-        samples each (a series is never cut), merged one at a time: a checkpoint of tens of
-        millions of samples held them all unpacked at once, with its masks and copies (~57
-        bytes a sample; the service's RSS jumped by ~1.6 GiB at 30 M)."""
+        """The first ``upto`` blocks and the pending batches merged (sorted by series, then
+        time) as blocks of consecutive id ranges of about ``budget`` samples each (a series is
+        never cut), merged one at a time: see :func:`store.checkpoint.write_checkpoint`."""
         sources: list[Block] = [*self.blocks[:upto], *(_sorted_block(*p) for p in self.pending)]
         sources = [b for b in sources if len(b)]
         if not sources:

@@ -102,7 +102,10 @@ def test_merged_slices_hold_what_one_merge_of_the_whole_head_holds(budget: int, 
     head = _head(2_000, 90, seal_every=20, out_of_order=out_of_order)
     frozen = head.frozen()
     assert frozen.pending or not out_of_order
-    want = frozen.merged()
+    columns = [(b.sid(), b.run()[2], b.run()[3]) for b in frozen.blocks] + list(frozen.pending)
+    sid, ts, val = (np.concatenate([c[k] for c in columns]) for k in range(3))
+    order = np.lexsort((ts, sid))  # every sample, sorted by series, then time
+    want = _Block.of(sid[order], ts[order], val[order])
     pieces = list(frozen.merged_slices(len(frozen.blocks), budget))
     if budget == 1 << 40:
         assert len(pieces) == 1

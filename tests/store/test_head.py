@@ -12,6 +12,7 @@ import pytest
 import store.head as head_module
 import store.head_blocks as head_blocks
 from store.head import NEVER, Head
+from store.head_packed import joined
 
 Ref = dict[int, list[tuple[int, float]]]
 
@@ -176,7 +177,7 @@ def test_a_frozen_head_is_replaced_by_its_trimmed_merge_and_what_came_after_stay
         _scrape(head, ts)
     head.seal()  # a block sealed while the checkpoint wrote
     _scrape(head, 15)  # and a batch still pending
-    merged = frozen.merged()
+    merged = joined(list(frozen.merged_slices(len(frozen.blocks), 1 << 40)))
     sid, ts, val = merged.sid(), merged.ts, merged.val
     kept = ts >= 5
     trimmed = head_blocks._Block.of(sid[kept], ts[kept], val[kept])

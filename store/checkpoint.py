@@ -83,11 +83,11 @@ class Plan:
     bound: Int64Array = field(default_factory=lambda: np.empty(0, np.int64))
     written: list[tuple[int, Frame, Frame]] = field(default_factory=list)
     samples: int = 0  # flushed so far
-    series: list[Int64Array] = field(default_factory=list)  # the ids flushed, slice by slice
+    series: list[Int64Array] = field(default_factory=list)  # the ids flushed, slice by slice (ascending)
 
     def series_flushed(self) -> Int64Array:
-        """The ids of every series the plan flushed samples of so far."""
-        return np.unique(np.concatenate(self.series)) if self.series else np.empty(0, np.int64)
+        """The ids of every series the plan flushed samples of so far, ascending."""
+        return np.concatenate(self.series) if self.series else np.empty(0, np.int64)
 
 
 def plan_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,

@@ -117,14 +117,36 @@ def _level(n: int) -> int:
     return level
 
 
+def _empty_block() -> _Block:
+    empty = np.empty(0, np.int64)
+    return _Block(empty, np.zeros(1, np.int64), empty.copy(), np.empty(0, np.float64))
+
+
+def concat_offsets(offs: list[Int64Array]) -> Int64Array:
+    """The offsets of blocks' series one after another (each block's ``offs`` moved past the
+    samples of the blocks before it)."""
+    sizes = np.cumsum([0] + [int(o[-1]) for o in offs])
+    return np.concatenate([o[:-1] + base for o, base in zip(offs, sizes.tolist())] + [sizes[-1:]]).astype(np.int64)
+
+
+def _concat(parts: list[Run]) -> _Block:
+    """Runs of consecutive, disjoint id ranges (ascending) as one block: no merge needed."""
+    parts = [p for p in parts if len(p[2])]
+    if not parts:
+        return _empty_block()
+    if len(parts) == 1:
+        return _Block(*parts[0])
+    return _Block(np.concatenate([p[0] for p in parts]), concat_offsets([p[1] for p in parts]),
+                  np.concatenate([p[2] for p in parts]), np.concatenate([p[3] for p in parts]))
+
+
 def _merge(parts: list[Run], ordered: bool) -> _Block:
     """One block from runs sorted by (sid, ts). ``ordered``: for every series, the runs' samples
     are in time order run after run, so merging the runs by series alone is enough; otherwise
     a full (series, time) sort."""
     parts = [p for p in parts if len(p[2])]
     if not parts:
-        empty = np.empty(0, np.int64)
-        return _Block(empty, np.zeros(1, np.int64), empty.copy(), np.empty(0, np.float64))
+        return _empty_block()
     if len(parts) == 1:
         return _Block(*parts[0])
     if ordered:

@@ -28,7 +28,7 @@ class Frozen:
         """The first ``upto`` blocks and the pending batches merged (sorted by series, then
         time) as blocks of consecutive id ranges of about ``budget`` samples each (a series is
         never cut), merged one at a time: see :func:`store.checkpoint.write_checkpoint`."""
-        sources: list[Block] = [*self.blocks[:upto], *(_sorted_block(*p) for p in self.pending)]
+        sources: list[Block] = [*self.blocks[:upto], *(_Block.of(*p) for p in self.pending)]
         sources = [b for b in sources if len(b)]
         if not sources:
             return
@@ -39,7 +39,7 @@ class Frozen:
         cuts = np.searchsorted(np.cumsum(per_series), np.arange(budget, int(per_series.sum()), budget), side="left")
         bounds = sorted({0, cap, *(int(c) + 1 for c in cuts if int(c) + 1 < cap)})
         for lo_id, hi_id in zip(bounds[:-1], bounds[1:]):
-            parts = []
+            parts = []  # pending batches are sorted by (id, time) as the head's add() takes them
             for b in sources:
                 lo, hi = np.searchsorted(b.usid, (lo_id, hi_id)).tolist()
                 if hi > lo:
@@ -66,13 +66,6 @@ class Frozen:
                 break
             first -= 1
         return self.blocks[first:]
-
-
-def _sorted_block(sid: Int64Array, ts: Int64Array, val: Float64Array) -> _Block:
-    if len(sid) > 1 and not (np.all(sid[1:] >= sid[:-1])):
-        order = np.lexsort((ts, sid))
-        sid, ts, val = sid[order], ts[order], val[order]
-    return _Block.of(sid, ts, val)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from store.codec_parts import decimals_per_segment, timestamp_dods
 from store.flat_runs import segmented_cumsum_inplace, spread, starts_of
-from store.head_blocks import Run, _Block, ids_of
+from store.head_blocks import Run, _Block, _concat, concat_offsets, ids_of
 from store.types import Float64Array, Int64Array
 
 PACK_MIN_SAMPLES = 1 << 18  # smaller blocks are short-lived: merged again soon
@@ -254,12 +254,10 @@ class PackedBlock:
         if len(pieces) == 1:
             return pieces[0]
         out = cls.__new__(cls)
-        sizes = np.cumsum([0] + [p._n for p in pieces])
         out.usid = np.concatenate([p.usid for p in pieces])
-        out.offs = np.concatenate([p.offs[:-1] + base for p, base in zip(pieces, sizes.tolist())]
-                                  + [sizes[-1:]]).astype(np.int64)
+        out.offs = concat_offsets([p.offs for p in pieces])
         out.min_ts, out.max_ts = min(p.min_ts for p in pieces), max(p.max_ts for p in pieces)
-        out._n = int(sizes[-1])
+        out._n = int(out.offs[-1])
         out._first_ts = np.concatenate([p._first_ts for p in pieces])
         out._first_delta = np.concatenate([p._first_delta for p in pieces])
         out._ts = _Residuals.concat([p._ts for p in pieces])
@@ -382,14 +380,5 @@ def joined(pieces: list[Block]) -> Block:
     :func:`pack_if_large` would pack the whole."""
     pieces = [p for p in pieces if len(p)]
     if not packable(sum(map(len, pieces)), sum(len(p.usid) for p in pieces)):
-        runs = [p.run() for p in pieces]
-        if not runs:
-            return _Block(np.empty(0, np.int64), np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))
-        if len(runs) == 1:
-            return _Block(*runs[0])
-        sizes = np.cumsum([0] + [len(r[2]) for r in runs]).tolist()
-        offs = np.concatenate([r[1][:-1] + base for r, base in zip(runs, sizes)] + [np.asarray(sizes[-1:], np.int64)])
-        return _Block(np.concatenate([r[0] for r in runs]).astype(np.int64), offs.astype(np.int64),
-                      np.concatenate([r[2] for r in runs]).astype(np.int64),
-                      np.concatenate([r[3] for r in runs]).astype(np.float64))
+        return _concat([p.run() for p in pieces])
     return PackedBlock.join([p if isinstance(p, PackedBlock) else PackedBlock(p) for p in pieces])

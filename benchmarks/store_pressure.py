@@ -15,9 +15,9 @@ half of them gauges with three decimals and half their canonical copies (the gau
 floats that take the XOR path), new values every round. Measured over ``measure`` rounds after
 ``warm`` (past the out-of-order window and the first early checkpoints): process CPU per
 million samples appended (appends and checkpoints together), the checkpoints that ran, append
-latency and RSS (at the end, and the largest of readings once a round); and the checkpoint
-thread's own CPU per million samples it flushed (from
-``/proc/self/task``), between the first and the last checkpoint that ended in the measured
+latency, RSS (at the end, and the largest of readings once a round) and the samples a checkpoint
+slice held (:mod:`store.slice_sizes`); and the checkpoint thread's own CPU per million samples
+it flushed (from ``/proc/self/task``), between the first and the last checkpoint that ended in the measured
 rounds: whole cycles only. How many checkpoints end in the measured rounds varies (2 or 3),
 which moves the first figure by a tenth or more, not the second. Printed per run and as the
 median of ``repeats`` runs with the range; no target (the scrape benchmark's CPU target is end
@@ -74,13 +74,14 @@ class PressureRun:
     head_bytes_per_sample: float  # median of readings during the measured rounds
     rss_mib: float
     rss_max_mib: float  # the largest reading, once a round, over the measured rounds
+    samples_per_slice: float  # what the measured rounds' checkpoints wrote, over the slices they wrote it in
 
     def line(self) -> str:
         return (f"  {self.cpu_per_m:5.2f} CPU-s per M samples; checkpoint thread {self.checkpoint_cpu_per_m:5.2f} "
                 f"CPU-s per M flushed; {self.checkpoints} checkpoints; append p50 "
                 f"{self.p50_ms:.1f} p99 {self.p99_ms:.1f} max {self.max_ms:.1f} ms; head {self.head_samples / 1e6:.1f} M "
                 f"samples, {self.head_bytes_per_sample:.2f} B a sample (median); RSS {self.rss_mib:.0f} MiB at the end, "
-                f"{self.rss_max_mib:.0f} MiB at most")
+                f"{self.rss_max_mib:.0f} MiB at most; {self.samples_per_slice:,.0f} samples a slice")
 
 
 def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int, pace_s: float) -> PressureRun:
@@ -99,6 +100,7 @@ def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int,
         per = series // targets
         latencies: list[float] = []
         cpu0 = checkpoints0 = 0.0
+        flushed0 = slices0 = 0
         assert store.background is not None and store.background.native_id is not None
         thread_id = store.background.native_id
         ends: list[tuple[float, int]] = []  # (checkpoint thread CPU, samples flushed) as each checkpoint ended
@@ -109,6 +111,7 @@ def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int,
         for j in range(warm + measure):
             if j == warm:
                 cpu0, checkpoints0 = time.process_time(), store.stats["checkpoints"]
+                flushed0, slices0 = store.stats["flushed"], store.stats["checkpoint_slices"]
             now = time.perf_counter()
             if now < next_at:
                 time.sleep(next_at - now)
@@ -138,7 +141,8 @@ def run_pressure(path: Path, series: int, targets: int, warm: int, measure: int,
                            int(store.stats["checkpoints"] - checkpoints0),
                            float(np.percentile(lat, 50)), float(np.percentile(lat, 99)), float(lat.max()),
                            store.head.samples, statistics.median(head_sizes),
-                           process.memory_info().rss / 2**20, rss_max / 2**20)
+                           process.memory_info().rss / 2**20, rss_max / 2**20,
+                           (store.stats["flushed"] - flushed0) / max(store.stats["checkpoint_slices"] - slices0, 1))
     finally:
         store.close(flush=False)
         engine.dispose()

@@ -12,8 +12,8 @@ ones (:meth:`BackgroundCheckpoints.merge_head`), also off the lock.
 
 On SQLite, which has one writer per database, a checkpoint's single transaction on a second
 connection would hold the appends' write-ahead inserts back for all of it. There each slice
-(whole series, ~5 k samples) commits on its own (:class:`SlicePublisher`), so an append waits
-for at most one slice's write. The store stays consistent at every commit: a slice holds each
+(whole series, sized to about 10 ms of writing) commits on its own (:class:`SlicePublisher`),
+so an append waits for at most one slice's write. The store stays consistent at every commit: a slice holds each
 of its series' chunks and rollups whole, its series' flushed marks move under the store's lock
 together with the commit, and after a crash between slices replay takes from the write-ahead
 rows only what is past each series' newest chunk -- every sample is read exactly once.
@@ -33,6 +33,7 @@ import numpy as np
 from store.checkpoint import Plan, apply_checkpoint, cache_written, plan_checkpoint, prepare, write_checkpoint
 from store.engine import SQLITE_AUTOCHECKPOINT_PAGES
 from store.head import NEVER
+from store.slice_sizes import TimedSlices
 from store.types import Int64Array
 
 if TYPE_CHECKING:
@@ -41,9 +42,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-# Smaller slices than inline: an append that starts while one is encoded shares the
-# interpreter with it (the GIL) for at most one slice, ~10 ms, before the checkpoint gives way.
+# Smaller slices than inline, sized by time (store.slice_sizes): an append that starts while one
+# is written shares the interpreter with it (the GIL) and, on SQLite, waits for its commit for
+# the write lock, for at most about one slice before the checkpoint gives way. The first slice
+# of a checkpoint is the least; none is larger than the most.
+SLICE_TARGET_S = 0.010
 BACKGROUND_SLICE_SAMPLES = 5_000
+BACKGROUND_SLICE_MOST = 50_000
 _PLAN_SEALS_FROM = 200_000  # pending samples sealed off the lock before a plan (~10 ms inline below)
 WAL_CHECKPOINT_BYTES = 4 << 20  # SQLite: appends' write-ahead payload between WAL checkpoints
 # SQLite: a background checkpoint's samples between WAL checkpoints (~4 MiB of pages at the ~8 B a
@@ -211,7 +216,8 @@ class BackgroundCheckpoints:
             try:
                 prepare(plan)
                 publish = SlicePublisher(store, self._conn, plan, self.checkpoint_wal) if self._sqlite_writers else None
-                write_checkpoint(store, cur, plan, self._give_way, BACKGROUND_SLICE_SAMPLES, publish)
+                sizes = TimedSlices(SLICE_TARGET_S, BACKGROUND_SLICE_SAMPLES, BACKGROUND_SLICE_MOST)
+                write_checkpoint(store, cur, plan, self._give_way, sizes, publish)
                 # Committed off the lock too: a large transaction's commit takes long enough to
                 # show in append latency. Until the marks move, a raw read still takes these
                 # samples from the head (it reads chunks only below head_start), and appends
@@ -242,6 +248,7 @@ class BackgroundCheckpoints:
                 store.publish_gate.end()
                 store.stats["checkpoints"] += 1
                 store.stats["flushed"] += plan.samples
+                store.stats["checkpoint_slices"] += plan.slices
             return plan.samples
 
 

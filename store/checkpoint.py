@@ -34,6 +34,7 @@ from store.head_frozen import Frozen
 from store.head_packed import Block, joined, pack_dense
 from store.rollup import Frame, merge_rows, regroup
 from store.rollup_spans import SPAN_COLUMNS, span_rows, split_last
+from store.slice_sizes import FixedSlices, SliceSizes
 from store.types import Float64Array, Int64Array
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ class Plan:
     bound: Int64Array = field(default_factory=lambda: np.empty(0, np.int64))
     written: list[tuple[int, Frame, Frame]] = field(default_factory=list)
     samples: int = 0  # flushed so far
+    slices: int = 0  # written so far
     series: list[Int64Array] = field(default_factory=list)  # the ids flushed, slice by slice (ascending)
 
     def series_flushed(self) -> Int64Array:
@@ -152,21 +154,21 @@ def prepare(plan: Plan) -> Plan:
 
 
 def write_checkpoint(store: TimeSeriesStore, cur: Any, plan: Plan, pause: Callable[[], None] | None = None,
-                     slice_samples: int | None = None, hooks: SliceHooks | None = None) -> None:
+                     sizes: SliceSizes | None = None, hooks: SliceHooks | None = None) -> None:
     """Chunks and rollups of the plan and the write-ahead rows it empties deleted, on ``cur``
     inside one transaction the caller commits; and ``plan.trimmed``, the head once it commits.
     Needs no store lock: it reads the head only for ``flushed_until``, which only the
     checkpoint itself moves.
 
     The plan's blocks are merged a range of series at a time (:data:`MERGE_SAMPLES`): each
-    range's samples due are written, in slices of ``slice_samples``, and those it keeps are
-    packed, before the next range is merged. Merging the whole head first held every sample
+    range's samples due are written, in slices (``sizes``; by default :data:`SLICE_SAMPLES`
+    each), and those it keeps are packed, before the next range is merged. Merging the whole head first held every sample
     unpacked at once with its masks and copies (~50 bytes a sample: the service's RSS jumped by
     ~1.6 GiB at 30 M), and the samples due then had to be packed and unpacked again.
     ``pause``: called between slices (a background checkpoint gives way to appends there).
     ``hooks``: told each slice's series before and after it is written; a caller that commits
     after each makes every slice a transaction of its own (see :mod:`store.background`)."""
-    slice_samples = SLICE_SAMPLES if slice_samples is None else slice_samples
+    sizes = FixedSlices(SLICE_SAMPLES) if sizes is None else sizes
     kept: list[Block] = []
     merges = plan.frozen.merged_slices(plan.sources, MERGE_SAMPLES)
     while True:
@@ -181,17 +183,22 @@ def write_checkpoint(store: TimeSeriesStore, cur: Any, plan: Plan, pause: Callab
         keep = ts >= plan.bound[sid]
         kept.append(pack_dense(_Block.of(sid[keep], ts[keep], val[keep])))
         del block, sid, ts, val, due, keep
-        for lo, hi in _slices(flush.offs, slice_samples):
+        lo = 0
+        while lo < len(flush.usid):
             if pause is not None:
                 pause()
+            hi = _slice_end(flush.offs, lo, sizes.begin())
             ids, ts, val = flush.series(lo, hi)
             if hooks is not None:
                 hooks.before(ids)
             plan.written.extend(_flush_slice(store, cur, ids, ts, val))
             if hooks is not None:
                 hooks.after(ids)
+            sizes.end(len(ts))
             plan.samples += len(ts)
+            plan.slices += 1
             plan.series.append(flush.usid[lo:hi])
+            lo = hi
     plan.trimmed = [joined(kept), *plan.untouched]
     p = store.backend.param
     for at in range(0, len(plan.wal_ranges), _RANGES_PER_DELETE):
@@ -225,11 +232,12 @@ def cache_written(store: TimeSeriesStore, plan: Plan) -> None:
 
 
 def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
-                   drop: npt.NDArray[np.bool_] | None = None) -> int:
-    """A whole checkpoint on the store's own connection (store lock held)."""
+                   drop: npt.NDArray[np.bool_] | None = None) -> tuple[int, int]:
+    """A whole checkpoint on the store's own connection (store lock held); returns the samples
+    flushed and the slices they were written in."""
     plan = plan_checkpoint(store, cutoff, retain_ms, drop)
     if plan is None:
-        return 0
+        return 0, 0
     try:
         prepare(plan)
         with store.transaction() as cur:
@@ -237,21 +245,15 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
         apply_checkpoint(store, plan)
     finally:
         store.head.release()
-    return plan.samples
+    return plan.samples, plan.slices
 
 
-def _slices(offs: Int64Array, budget: int) -> list[tuple[int, int]]:
-    """[lo, hi) ranges of series positions (``offs``: where each series' samples start, as in
-    :class:`store.head_blocks._Block`), each about ``budget`` samples (one series may exceed it)."""
-    out: list[tuple[int, int]] = []
-    lo = 0
-    for at, start in enumerate(offs[1:-1].tolist(), 1):
-        if start - int(offs[lo]) >= budget:
-            out.append((lo, at))
-            lo = at
-    if len(offs) > 1:
-        out.append((lo, len(offs) - 1))
-    return out
+def _slice_end(offs: Int64Array, lo: int, budget: int) -> int:
+    """The end of the slice of series positions that starts at ``lo`` (``offs``: where each
+    series' samples start, as in :class:`store.head_blocks._Block`): the first series boundary
+    at least ``budget`` samples on, or the last; at least one series (which may exceed it)."""
+    hi = int(np.searchsorted(offs, int(offs[lo]) + budget, side="left"))
+    return min(max(hi, lo + 1), len(offs) - 1)
 
 
 def _flush_slice(

@@ -103,7 +103,8 @@ class TimeSeriesStore:
         self._pressure_at = self.options.max_head_samples
         self._stopped_check_at = float("-inf")
         self._last_retention_ms = NEVER
-        self.stats = {"appended": 0, "duplicates": 0, "rejected": 0, "checkpoints": 0, "flushed": 0}
+        self.stats = {"appended": 0, "duplicates": 0, "rejected": 0, "checkpoints": 0, "flushed": 0,
+                      "checkpoint_slices": 0}
         self._rejected: dict[RejectReason, int] = {reason: 0 for reason in RejectReason}
         self.active = ActiveSeries(self.head, self.options.max_series, self.options.idle_flush_ms)
 
@@ -346,12 +347,13 @@ class TimeSeriesStore:
         with self.lock:
             if self._conn is None:
                 return 0
-            flushed = run_checkpoint(self, self.cutoffs(force=force, pressure=pressure), self.retain_ms(pressure),
-                                     self.stopped() if pressure else None)
+            flushed, slices = run_checkpoint(self, self.cutoffs(force=force, pressure=pressure),
+                                             self.retain_ms(pressure), self.stopped() if pressure else None)
             self.checkpoint_planned(pressure)
             self.checkpoint_applied(pressure)
             self.stats["checkpoints"] += bool(flushed)
             self.stats["flushed"] += flushed
+            self.stats["checkpoint_slices"] += slices
             return flushed
 
     def maintain(self) -> None:

@@ -22,6 +22,9 @@ def test_the_pressure_section_measures_a_store_that_checkpoints_early(tmp_path: 
     assert run.cpu_per_m > 0 and run.checkpoint_cpu_per_m > 0 and 0 < run.p50_ms <= run.p99_ms <= run.max_ms
     # half three-decimal gauges (packed: a few bytes), half floats (raw bits: eight and more)
     assert 2.0 < run.head_bytes_per_sample < 16.0
+    # slices of at least 5,000 samples (the least), in whole series: a series' 300-odd samples
+    # at most short of it -- or the whole of a smaller checkpoint
+    assert 1_000 < run.samples_per_slice <= 50_000
 
 
 def test_the_pressure_section_times_the_encoding_of_float_chunks() -> None:

@@ -33,9 +33,15 @@ def counted(store: TimeSeriesStore, start: int, end: int) -> tuple[float, int]:
     return float(sum(np.nansum(r.values) for r in rolled)), raw
 
 
+def _fixed_slices(monkeypatch: pytest.MonkeyPatch, samples: int) -> None:
+    """Every slice of a background checkpoint this many samples, whatever the time it takes."""
+    monkeypatch.setattr(background_module, "BACKGROUND_SLICE_SAMPLES", samples)
+    monkeypatch.setattr(background_module, "BACKGROUND_SLICE_MOST", samples)
+
+
 def test_on_sqlite_each_slice_commits_on_its_own_and_reads_meanwhile_are_exact(
         sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(background_module, "BACKGROUND_SLICE_SAMPLES", 120)  # one series a slice
+    _fixed_slices(monkeypatch, 120)  # one series a slice
     store = TimeSeriesStore(create_store_engine(sqlite_url), ManualClock(T0),
                             StoreOptions(background_checkpoints=True, checkpoint_grace_ms=0))
     store.open()
@@ -89,7 +95,7 @@ def test_a_sqlite_checkpoint_killed_between_slices_loses_and_doubles_nothing(
         sqlite_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Slices committed before the process died keep their chunks; replay takes from the
     write-ahead rows only what is past them, and the next checkpoint writes the rest once."""
-    monkeypatch.setattr(background_module, "BACKGROUND_SLICE_SAMPLES", 120)
+    _fixed_slices(monkeypatch, 120)
     store = TimeSeriesStore(create_store_engine(sqlite_url), ManualClock(T0),
                             StoreOptions(background_checkpoints=True, checkpoint_grace_ms=0))
     store.open()
@@ -231,7 +237,7 @@ def test_a_background_checkpoint_on_sqlite_copies_its_pages_every_so_many_sample
     """Each slice commits on its own, but the WAL file is checkpointed (with its syncs) once every
     WAL_CHECKPOINT_SLICE_SAMPLES and once at the end; after every slice, an early checkpoint at
     100 k series ran ~2,600 of them. Everything flushed is still read back."""
-    monkeypatch.setattr(background_module, "BACKGROUND_SLICE_SAMPLES", 120)  # 6 series a slice
+    _fixed_slices(monkeypatch, 120)  # 6 series a slice
     monkeypatch.setattr(background_module, "WAL_CHECKPOINT_SLICE_SAMPLES", 600)  # every 5 slices
     store = TimeSeriesStore(create_store_engine(sqlite_url), ManualClock(T0),
                             StoreOptions(background_checkpoints=True, checkpoint_grace_ms=0))

@@ -13,10 +13,11 @@ ones (:meth:`BackgroundCheckpoints.merge_head`), also off the lock.
 On SQLite, which has one writer per database, a checkpoint's single transaction on a second
 connection would hold the appends' write-ahead inserts back for all of it. There each slice
 (whole series, sized to about 5 ms of writing) commits on its own (:class:`SlicePublisher`),
-so an append waits for at most one slice's write. The store stays consistent at every commit: a slice holds each
-of its series' chunks and rollups whole, its series' flushed marks move under the store's lock
-together with the commit, and after a crash between slices replay takes from the write-ahead
-rows only what is past each series' newest chunk -- every sample is read exactly once.
+so an append waits for at most one slice's write. The store stays consistent at every commit:
+a slice holds each of its series' chunks and rollups whole, its series' flushed marks move
+under the store's lock together with the commit, and after a crash between slices replay takes
+from the write-ahead rows only what is past each series' newest chunk -- every sample is read
+exactly once.
 """
 
 from __future__ import annotations

@@ -162,9 +162,10 @@ def write_checkpoint(store: TimeSeriesStore, cur: Any, plan: Plan, pause: Callab
 
     The plan's blocks are merged a range of series at a time (:data:`MERGE_SAMPLES`): each
     range's samples due are written, in slices (``sizes``; by default :data:`SLICE_SAMPLES`
-    each), and those it keeps are packed, before the next range is merged. Merging the whole head first held every sample
-    unpacked at once with its masks and copies (~50 bytes a sample: the service's RSS jumped by
-    ~1.6 GiB at 30 M), and the samples due then had to be packed and unpacked again.
+    each), and those it keeps are packed, before the next range is merged. Merging the whole
+    head first held every sample unpacked at once with its masks and copies (~50 bytes a
+    sample: the service's RSS jumped by ~1.6 GiB at 30 M), and the samples due then had to be
+    packed and unpacked again.
     ``pause``: called between slices (a background checkpoint gives way to appends there).
     ``hooks``: told each slice's series before and after it is written; a caller that commits
     after each makes every slice a transaction of its own (see :mod:`store.background`)."""

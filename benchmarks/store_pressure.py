@@ -17,8 +17,8 @@ floats that take the XOR path), new values every round. Measured over ``measure`
 million samples appended (appends and checkpoints together), the checkpoints that ran, append
 latency, RSS (at the end, and the largest of readings once a round) and the samples a checkpoint
 slice held (:mod:`store.slice_sizes`); and the checkpoint thread's own CPU per million samples
-it flushed (from ``/proc/self/task``), between the first and the last checkpoint that ended in the measured
-rounds: whole cycles only. How many checkpoints end in the measured rounds varies (2 or 3),
+it flushed (from ``/proc/self/task``), between the first and the last checkpoint that ended in
+the measured rounds: whole cycles only. How many checkpoints end in the measured rounds varies (2 or 3),
 which moves the first figure by a tenth or more, not the second. Printed per run and as the
 median of ``repeats`` runs with the range; no target (the scrape benchmark's CPU target is end
 to end). First, alone: the CPU time to encode 30,000 chunks of 75 such floats (what a

@@ -29,7 +29,7 @@ from store.backend import CHUNK_COLUMNS
 from store.codec import ENCODING, encode_segments
 from store.flat_runs import range_breaks
 from store.head import NEVER
-from store.head_blocks import _Block
+from store.head_blocks import _Block, slice_end
 from store.head_frozen import Frozen
 from store.head_packed import Block, joined, pack_dense
 from store.rollup import Frame, merge_rows, regroup
@@ -188,7 +188,7 @@ def write_checkpoint(store: TimeSeriesStore, cur: Any, plan: Plan, pause: Callab
         while lo < len(flush.usid):
             if pause is not None:
                 pause()
-            hi = _slice_end(flush.offs, lo, sizes.begin())
+            hi = slice_end(flush.offs, lo, sizes.begin())
             ids, ts, val = flush.series(lo, hi)
             if hooks is not None:
                 hooks.before(ids)
@@ -247,14 +247,6 @@ def run_checkpoint(store: TimeSeriesStore, cutoff: Int64Array, retain_ms: int,
     finally:
         store.head.release()
     return plan.samples, plan.slices
-
-
-def _slice_end(offs: Int64Array, lo: int, budget: int) -> int:
-    """The end of the slice of series positions that starts at ``lo`` (``offs``: where each
-    series' samples start, as in :class:`store.head_blocks._Block`): the first series boundary
-    at least ``budget`` samples on, or the last; at least one series (which may exceed it)."""
-    hi = int(np.searchsorted(offs, int(offs[lo]) + budget, side="left"))
-    return min(max(hi, lo + 1), len(offs) - 1)
 
 
 def _flush_slice(

@@ -117,6 +117,25 @@ def _level(n: int) -> int:
     return level
 
 
+def slice_end(offs: Int64Array, lo: int, budget: int) -> int:
+    """The end of a slice of series positions that starts at ``lo`` (``offs``: where each
+    series' samples start, as in :class:`_Block`): the first series boundary at least
+    ``budget`` samples on, or the last; at least one series (which may exceed it)."""
+    hi = int(np.searchsorted(offs, int(offs[lo]) + budget, side="left"))
+    return min(max(hi, lo + 1), len(offs) - 1)
+
+
+def series_slices(offs: Int64Array, budget: int) -> list[tuple[int, int]]:
+    """Ranges [lo, hi) of series positions of about ``budget`` samples each (see :func:`slice_end`)."""
+    out: list[tuple[int, int]] = []
+    lo = 0
+    while lo < len(offs) - 1:
+        hi = slice_end(offs, lo, budget)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
 def _empty_block() -> _Block:
     empty = np.empty(0, np.int64)
     return _Block(empty, np.zeros(1, np.int64), empty.copy(), np.empty(0, np.float64))

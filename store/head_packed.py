@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from store.codec_parts import decimals_per_segment, timestamp_dods
 from store.flat_runs import segmented_cumsum_inplace, spread, starts_of
-from store.head_blocks import Run, _Block, _concat, concat_offsets, ids_of
+from store.head_blocks import Run, _Block, _concat, concat_offsets, ids_of, series_slices
 from store.types import Float64Array, Int64Array
 
 PACK_MIN_SAMPLES = 1 << 18  # smaller blocks are short-lived: merged again soon
@@ -189,15 +189,6 @@ def _scaled_integers(val: Float64Array, starts: Int64Array, counts: Int64Array) 
     return scaled, decimals
 
 
-def _series_slices(offs: Int64Array) -> list[tuple[int, int]]:
-    """Ranges [a, b) of series positions of about ``_SLICE`` samples each (a series is never
-    cut): packing or unpacking a whole block goes slice by slice."""
-    n_series = len(offs) - 1
-    cuts = np.searchsorted(offs, np.arange(_SLICE, int(offs[-1]), _SLICE), side="right") - 1
-    bounds = sorted({0, n_series, *[int(c) for c in cuts if 0 < c < n_series]})
-    return list(zip(bounds[:-1], bounds[1:]))
-
-
 def _cat(arrays: list[np.ndarray], dtype: type[np.generic]) -> np.ndarray:
     return arrays[0] if len(arrays) == 1 else np.concatenate(arrays).astype(dtype, copy=False)
 
@@ -240,7 +231,7 @@ class PackedBlock:
         self.usid, self.offs = usid, offs
         self.min_ts, self.max_ts, self._n = block.min_ts, block.max_ts, len(ts)
         parts = [_pack_series(offs[a : b + 1] - offs[a], ts[offs[a] : offs[b]], val[offs[a] : offs[b]])
-                 for a, b in _series_slices(offs)]
+                 for a, b in series_slices(offs, _SLICE)]
         self._first_ts = _cat([p[0] for p in parts], np.int64)
         self._first_delta = _cat([p[1] for p in parts], np.int64)
         self._ts = _Residuals.concat([p[2] for p in parts])
@@ -272,7 +263,7 @@ class PackedBlock:
 
     def run(self) -> Run:
         ts, val = np.empty(self._n, np.int64), np.empty(self._n, np.float64)
-        for a, b in _series_slices(self.offs):  # slice by slice: see _SLICE
+        for a, b in series_slices(self.offs, _SLICE):  # slice by slice: see _SLICE
             lo, hi = int(self.offs[a]), int(self.offs[b])
             ts[lo:hi], val[lo:hi] = self._decode(np.arange(a, b, dtype=np.int64))
         return self.usid, self.offs, ts, val

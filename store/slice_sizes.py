@@ -52,6 +52,8 @@ class TimedSlices:
                  timer: Callable[[], float] = time.perf_counter) -> None:
         if not 0 < least <= most:
             raise ValueError(f"slice sizes need 0 < least <= most (got {least}, {most})")
+        if not target_s > 0:
+            raise ValueError(f"a slice's target time must be positive (got {target_s} s)")
         self.target_s, self.least, self.most, self.smoothing = target_s, least, most, smoothing
         self.timer = timer
         self._rate: float | None = None  # samples a second

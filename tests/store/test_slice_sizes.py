@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from store import ManualClock, StoreOptions, TimeSeriesStore
 from store import background as background_module
 from store.engine import create_store_engine
+from store.head_blocks import series_slices, slice_end
 from store.slice_sizes import FixedSlices, TimedSlices
 from tests.conftest import T0
 from tests.store.background_support import HOUR, KEYS, MIN, every_sample, scrape, wait_for
@@ -67,7 +71,29 @@ def test_slice_bounds_are_checked() -> None:
         TimedSlices(0.01, least=10, most=5)
     with pytest.raises(ValueError, match="0 < least <= most"):
         TimedSlices(0.01, least=0, most=5)
+    with pytest.raises(ValueError, match="target time must be positive"):
+        TimedSlices(0.0, least=5, most=10)
     assert FixedSlices(7).begin() == 7
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 50), max_size=40), st.integers(1, 120))
+def test_series_slices_cover_every_series_once_and_cut_none(sizes: list[int], budget: int) -> None:
+    """Whole series, in order, each slice the least run of series reaching the budget (the
+    last may fall short; a series larger than the budget is a slice of its own)."""
+    offs = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    slices = series_slices(offs, budget)
+    if not sizes:
+        assert slices == []
+        return
+    assert [lo for lo, _ in slices] == [0, *(hi for _, hi in slices[:-1])]
+    assert slices[-1][1] == len(sizes)
+    for k, (lo, hi) in enumerate(slices):
+        taken = int(offs[hi] - offs[lo])
+        assert hi > lo
+        assert taken - sizes[hi - 1] < budget  # without its last series it was short
+        if k < len(slices) - 1:
+            assert taken >= budget
 
 
 @pytest.mark.parametrize(("target_s", "expected"), [(60.0, [120, 600, 600, 600, 480]), (1e-9, [120] * 20)],
@@ -100,3 +126,9 @@ def test_a_background_checkpoint_on_sqlite_sizes_its_slices_by_time(
         assert every_sample(store)["3"] == ([start + i * MIN for i in range(126)], [float(i) for i in range(126)])
     finally:
         store.close()
+
+
+def test_a_slice_takes_one_series_at_least_whatever_its_budget() -> None:
+    offs = np.asarray([0, 3, 5, 9], np.int64)
+    assert [slice_end(offs, lo, 0) for lo in range(3)] == [1, 2, 3]  # else a loop over slices never ends
+    assert slice_end(offs, 0, 10**9) == 3

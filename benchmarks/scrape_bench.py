@@ -80,7 +80,7 @@ from benchmarks.scrape_measure import (
     tail,
     windows,
 )
-from benchmarks.scrape_result import Result, print_memory, print_thread_cpu
+from benchmarks.scrape_result import Result, print_mappings, print_memory, print_thread_cpu
 
 REPO = Path(__file__).resolve().parent.parent
 GOAL = 0.5  # raised from 1.5 once met (0.64x)
@@ -144,6 +144,7 @@ def run_ours(args: argparse.Namespace, urls: list[str], tmp: Path) -> Result:
             if line.startswith("infermeter_scrape_loop_lag_seconds{")
         ]
         print_memory(rss, stored_series, metrics)
+        print_mappings(ps)
         print_thread_cpu(threads[-len(points)], threads[-1], p1.cpu - p0.cpu)
     scrapes = s1 - s0
     note = (

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import psutil
+
 from benchmarks._common import MIB, spread
 from benchmarks.scrape_measure import Point
 
@@ -108,6 +110,29 @@ def print_memory(rss: int, series: float, metrics: list[str]) -> None:
     rest = rss - sum(parts.values())
     print(f"    {'everything else':<28} {rest / MIB:9.1f} MiB  {rest / max(series, 1):8.0f} B/series "
           "(interpreter and libraries, scrape caches, SQLAlchemy, allocator slack)")
+
+
+def rss_by_mapping(ps: psutil.Process) -> dict[str, int]:
+    """The process's resident bytes by the kind of mapping they are in: the main heap (the
+    allocator's main arena: small Python objects of the main thread), anonymous mappings (the
+    other threads' arenas, and numpy buffers and SQLite pages big enough to be mapped on their
+    own), and files (code of the interpreter and libraries)."""
+    out = {"heap": 0, "anonymous": 0, "files": 0, "stacks and other": 0}
+    for m in ps.memory_maps(grouped=True):
+        path = m.path
+        kind = ("heap" if path == "[heap]" else "anonymous" if path in ("", "[anon]")
+                else "stacks and other" if path.startswith("[") else "files")
+        out[kind] += m.rss
+    return out
+
+
+def print_mappings(ps: psutil.Process) -> None:
+    try:
+        parts = rss_by_mapping(ps)
+    except (psutil.Error, OSError) as exc:  # the process gone, or its maps not readable
+        print(f"  RSS by mapping: not read ({exc})")
+        return
+    print("  RSS by mapping: " + ", ".join(f"{k} {v / MIB:.1f} MiB" for k, v in parts.items()))
 
 
 def print_thread_cpu(start: dict[str, float], end: dict[str, float], process_cpu_s: float) -> None:

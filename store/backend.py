@@ -8,14 +8,15 @@ SQLite gets ``executemany`` in one transaction; PostgreSQL gets binary ``COPY``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 import sqlalchemy as sa
 from psycopg.pq import TransactionStatus
 
 from store import schema
-from store.engine import WRITER_CACHE_KIB
+from store.engine import READER_CACHE_KIB, WRITER_CACHE_KIB
 
 Row = Sequence[Any]
 
@@ -36,9 +37,22 @@ class Backend(Protocol):
 
     def bulk_insert(self, cur: Any, table: str, columns: Sequence[str], rows: Iterable[Row]) -> None: ...
 
-    def tune_writer(self, conn: Any) -> None:
-        """Settings of a connection that writes chunks and rollups (the store's write and
-        checkpoint connections; ``conn`` is a raw DBAPI connection)."""
+    def tune_writer(self, conn: Any, writing: bool = True) -> None:
+        """Settings of a connection that writes chunks and rollups (the one that checkpoints;
+        ``conn`` is a raw DBAPI connection), or, ``writing`` False, back to a reader's."""
+
+
+@contextmanager
+def writer_cache(backend: Backend, conn: Any, lent: bool) -> Iterator[None]:
+    """The writer's settings on ``conn`` for a checkpoint; ``lent``: only while it runs (the
+    append connection, which keeps a reader's page cache where a background thread checkpoints)."""
+    if lent:
+        backend.tune_writer(conn)
+    try:
+        yield
+    finally:
+        if lent:
+            backend.tune_writer(conn, writing=False)
 
 
 class SqliteBackend:
@@ -63,12 +77,13 @@ class SqliteBackend:
         quoted = ", ".join(f'"{c}"' for c in columns)
         cur.executemany(f"INSERT INTO {table} ({quoted}) VALUES ({marks})", rows)
 
-    def tune_writer(self, conn: Any) -> None:
+    def tune_writer(self, conn: Any, writing: bool = True) -> None:
         """The writer's page cache: checkpoints insert chunk and rollup rows all over the
-        B-trees, and a reader's small cache turns that into re-reads."""
+        B-trees, and a reader's small cache turns that into re-reads. Set back to a reader's,
+        SQLite frees the pages past it."""
         cur = conn.cursor()
         try:
-            cur.execute(f"PRAGMA cache_size=-{WRITER_CACHE_KIB}")
+            cur.execute(f"PRAGMA cache_size=-{WRITER_CACHE_KIB if writing else READER_CACHE_KIB}")
         finally:
             cur.close()
 
@@ -118,7 +133,7 @@ class PostgresBackend:
             for row in rows:
                 copy.write_row(row)
 
-    def tune_writer(self, conn: Any) -> None:
+    def tune_writer(self, conn: Any, writing: bool = True) -> None:
         """Nothing: PostgreSQL's buffers are the server's, shared by every connection."""
 
 

@@ -15,7 +15,7 @@ SqliteSync = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 SQLITE_PAGE_SIZE = 16_384
 SQLITE_AUTOCHECKPOINT_PAGES = 1024  # 16 MiB of WAL between automatic checkpoints (each one syncs)
 READER_CACHE_KIB = 8192  # page cache of each SQLite connection (SQLite's default: 2 MiB)
-WRITER_CACHE_KIB = 65536  # ... and of the store's write and checkpoint connections
+WRITER_CACHE_KIB = 65536  # ... and of the connection that checkpoints (the background's, where one runs)
 
 
 def create_store_engine(

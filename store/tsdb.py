@@ -30,7 +30,7 @@ from store import schema
 from store.active_series import ActiveSeries, stopped
 from store.append_result import AppendResult as AppendResult
 from store.append_result import RejectReason as RejectReason
-from store.backend import Backend, backend_for
+from store.backend import Backend, backend_for, writer_cache
 from store.background import BackgroundCheckpoints
 from store.chunk_cache import ChunkCache
 from store.clock import Clock
@@ -63,14 +63,8 @@ class TimeSeriesStore:
     is how a second process (the CLI's ``query``) sees data the writer has not flushed yet.
     """
 
-    def __init__(
-        self,
-        engine: Engine,
-        clock: Clock,
-        options: StoreOptions | None = None,
-        *,
-        read_only: bool = False,
-    ) -> None:
+    def __init__(self, engine: Engine, clock: Clock, options: StoreOptions | None = None, *,
+                 read_only: bool = False) -> None:
         self.engine = engine
         self.clock = clock
         self.options = options or StoreOptions()
@@ -129,8 +123,11 @@ class TimeSeriesStore:
                     self.last_wal_id = max(self.last_wal_id, int(wal_id))
             if not self.read_only:
                 self._conn = self.engine.raw_connection()
-                self.backend.tune_writer(self._conn)
-                if self.options.background_checkpoints:
+                # Where a thread checkpoints, its connection alone takes the writer's page cache:
+                # this one then writes write-ahead rows and new series, and a reader's will do.
+                if not self.options.background_checkpoints:
+                    self.backend.tune_writer(self._conn)
+                else:
                     self.background = BackgroundCheckpoints(self)
                     self.background.start(self._conn)
                     self.head.offload = self.background.request_merge
@@ -347,8 +344,10 @@ class TimeSeriesStore:
         with self.lock:
             if self._conn is None:
                 return 0
-            flushed, slices = run_checkpoint(self, self.cutoffs(force=force, pressure=pressure),
-                                             self.retain_ms(pressure), self.stopped() if pressure else None)
+            # where a thread checkpoints, the append connection's cache grows for this one (see open)
+            with writer_cache(self.backend, self._conn, lent=self.background is not None):
+                flushed, slices = run_checkpoint(self, self.cutoffs(force=force, pressure=pressure),
+                                                 self.retain_ms(pressure), self.stopped() if pressure else None)
             self.checkpoint_planned(pressure)
             self.checkpoint_applied(pressure)
             self.stats["checkpoints"] += bool(flushed)

@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import numpy as np
+import pytest
 from sqlalchemy import text
 
 from infermeter import db
@@ -64,20 +65,66 @@ def cache_kib(conn: object) -> int:
     return -int(size)
 
 
-def test_only_the_write_and_checkpoint_connections_get_the_large_page_cache(tmp_path: Path) -> None:
-    """A pool of readers at the writer's 64 MiB each could hold hundreds of MiB of pages."""
+@pytest.mark.parametrize("background", [True, False])
+def test_only_the_connection_that_checkpoints_gets_the_large_page_cache(tmp_path: Path, background: bool) -> None:
+    """A pool of readers at the writer's 64 MiB each could hold hundreds of MiB of pages; so
+    so could the append connection where a background thread checkpoints: it then writes
+    write-ahead rows and new series, and pages it wrote stayed cached though nothing read them."""
     engine = create_store_engine(f"sqlite:///{tmp_path / 'store.db'}")
     db.upgrade(engine)
-    store = TimeSeriesStore(engine, ManualClock(T0), StoreOptions(background_checkpoints=True))
+    store = TimeSeriesStore(engine, ManualClock(T0), StoreOptions(background_checkpoints=background))
     store.open()
     try:
-        assert store.background is not None
-        assert cache_kib(store._conn) == cache_kib(store.background._conn) == WRITER_CACHE_KIB
+        if background:
+            assert store.background is not None
+            assert cache_kib(store.background._conn) == WRITER_CACHE_KIB
+            assert cache_kib(store._conn) == READER_CACHE_KIB
+        else:
+            assert store.background is None
+            assert cache_kib(store._conn) == WRITER_CACHE_KIB
         reader = engine.raw_connection()
         try:
             assert cache_kib(reader) == READER_CACHE_KIB < WRITER_CACHE_KIB
         finally:
             reader.close()
     finally:
+        store.close()
+        engine.dispose()
+
+
+def test_an_inline_checkpoint_beside_a_background_thread_gets_the_writer_cache_while_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forced checkpoint (a stop, the API's) runs on the append connection: the writer's page
+    cache while it writes chunks, a reader's again after -- also when it fails."""
+    import store.checkpoint as checkpoint
+
+    engine = create_store_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    db.upgrade(engine)
+    store = TimeSeriesStore(engine, ManualClock(T0), StoreOptions(background_checkpoints=True))
+    store.open()
+    seen: list[int] = []
+    real = checkpoint.run_checkpoint
+
+    def watched(*args: object, **kw: object) -> tuple[int, int]:
+        seen.append(cache_kib(store._conn))
+        if len(seen) == 2:
+            raise RuntimeError("disk gone")
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(checkpoint, "run_checkpoint", watched)
+    try:
+        ts = T0 + np.arange(20, dtype=np.int64) * 15_000
+        store.append(SampleBatch([KEY], np.zeros(20, np.int64), ts, np.arange(20, dtype=np.float64)))
+        assert store.checkpoint(force=True) == 20
+        assert seen == [WRITER_CACHE_KIB]
+        assert cache_kib(store._conn) == READER_CACHE_KIB
+        with pytest.raises(RuntimeError, match="disk gone"):
+            store.checkpoint(force=True)
+        assert cache_kib(store._conn) == READER_CACHE_KIB
+        (series,) = Reader(store).raw(Selector("gpu_power_watts"), 0, 2**62)
+        assert series.values.tolist() == list(range(20))
+    finally:
+        monkeypatch.setattr(checkpoint, "run_checkpoint", real)
         store.close()
         engine.dispose()

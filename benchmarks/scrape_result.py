@@ -114,9 +114,9 @@ def print_memory(rss: int, series: float, metrics: list[str]) -> None:
 
 def rss_by_mapping(ps: psutil.Process) -> dict[str, int]:
     """The process's resident bytes by the kind of mapping they are in: the main heap (the
-    allocator's main arena: small Python objects of the main thread), anonymous mappings (the
-    other threads' arenas, and numpy buffers and SQLite pages big enough to be mapped on their
-    own), and files (code of the interpreter and libraries)."""
+    allocator's main arena: SQLite pages, small buffers and containers), anonymous mappings (the
+    other arena, buffers over the allocator's mmap threshold such as the head's blocks, Python's
+    object arenas), and files (code of the interpreter and libraries)."""
     out = {"heap": 0, "anonymous": 0, "files": 0, "stacks and other": 0}
     for m in ps.memory_maps(grouped=True):
         path = m.path

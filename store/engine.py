@@ -52,7 +52,7 @@ def create_store_engine(
             cur.execute(f"PRAGMA synchronous={sqlite_synchronous}")
             cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             # Readers get a modest page cache: a pool of them at 64 MiB each (dashboards read
-            # many chunks) could hold hundreds of MiB. The two write connections take the
+            # many chunks) could hold hundreds of MiB. The connection that checkpoints takes the
             # writer's size (:meth:`store.backend.Backend.tune_writer`).
             cur.execute(f"PRAGMA cache_size=-{READER_CACHE_KIB}")
             # Fewer, larger WAL-file checkpoints (16 MiB): each one costs an fsync.

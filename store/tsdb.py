@@ -344,8 +344,9 @@ class TimeSeriesStore:
         with self.lock:
             if self._conn is None:
                 return 0
-            # where a thread checkpoints, the append connection's cache grows for this one (see open)
-            with writer_cache(self.backend, self._conn, lent=self.background is not None):
+            # opened for a checkpointing thread, the append connection keeps a reader's cache
+            # (see open); it takes the writer's for this one, a stop's too (the thread gone)
+            with writer_cache(self.backend, self._conn, lent=self.options.background_checkpoints):
                 flushed, slices = run_checkpoint(self, self.cutoffs(force=force, pressure=pressure),
                                                  self.retain_ms(pressure), self.stopped() if pressure else None)
             self.checkpoint_planned(pressure)

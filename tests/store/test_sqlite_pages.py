@@ -128,3 +128,34 @@ def test_an_inline_checkpoint_beside_a_background_thread_gets_the_writer_cache_w
         monkeypatch.setattr(checkpoint, "run_checkpoint", real)
         store.close()
         engine.dispose()
+
+
+def test_the_stop_checkpoint_after_the_background_thread_ended_gets_the_writer_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop ends the background thread first, then checkpoints on the append connection: that
+    checkpoint, the largest inline one, writes with the writer's page cache too."""
+    import store.checkpoint as checkpoint
+
+    engine = create_store_engine(f"sqlite:///{tmp_path / 'store.db'}")
+    db.upgrade(engine)
+    store = TimeSeriesStore(engine, ManualClock(T0), StoreOptions(background_checkpoints=True))
+    store.open()
+    seen: list[int] = []
+    real = checkpoint.run_checkpoint
+
+    def watched(*args: object, **kw: object) -> tuple[int, int]:
+        seen.append(cache_kib(store._conn))
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(checkpoint, "run_checkpoint", watched)
+    try:
+        ts = T0 + np.arange(20, dtype=np.int64) * 15_000
+        store.append(SampleBatch([KEY], np.zeros(20, np.int64), ts, np.arange(20, dtype=np.float64)))
+    finally:
+        store.close()  # checkpoint_on_close: every sample into chunks
+    monkeypatch.setattr(checkpoint, "run_checkpoint", real)
+    assert seen == [WRITER_CACHE_KIB]
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT SUM(n) FROM chunks")).scalar_one() == 20
+    engine.dispose()

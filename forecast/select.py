@@ -49,6 +49,7 @@ from forecast.clean import clean
 from forecast.conformal import bands, loo_coverage, origin_errors, scale_floor
 from forecast.daytype import DayTypeProfile
 from forecast.ets import ETS, Decomposed
+from forecast.twoway import HourWeekdayEffects
 from forecast.types import F64, LEVELS, Fitted, Forecaster, Prediction
 
 
@@ -114,10 +115,10 @@ def candidates(y: F64, config: SelectConfig) -> list[Forecaster]:
     forecast of bursty load: a day's and three days' only where the daily season is not found
     (on a daily cycle they won short backtest horizons and then flattened the next three days:
     BurstGPT's hourly tokens went from 0.88 to 1.12 x seasonal naive's error with them), a
-    week's always (it is the week's level, whatever the hour). The weekly models join as soon as the
-    history allows them: seasonal naive 168 and the day-type profile from one week, seasonal
-    naive with the smoothed gap a day later, the levelled weekly median and the daily+weekly
-    decomposition from two weeks. ETS(M,Ad,M) is
+    week's always (it is the week's level, whatever the hour). The weekly models join as soon as
+    the history allows them: seasonal naive 168, the day-type profile and the hour-of-day x
+    weekday effects from one week, seasonal naive with the smoothed gap a day later, the
+    levelled weekly median and the daily+weekly decomposition from two weeks. ETS(M,Ad,M) is
     opt-in (``use_multiplicative``): it needs strictly positive data, its intervals are
     simulated, and ETS(A,Ad,A) on ``log(y + c)`` covers the same multiplicative shape.
     """
@@ -148,6 +149,7 @@ def candidates(y: F64, config: SelectConfig) -> list[Forecaster]:
             out.append(SeasonalNaiveSES(long_m, m, log=True))
         if long_m % m == 0:
             out.append(DayTypeProfile(m, long_m // m))
+            out.append(HourWeekdayEffects(m, long_m // m))
         if n >= 2 * long_m:
             out.append(SeasonalMean(long_m, 4, levelled=True, median=True))
         decomposed = LogScale(Decomposed((m, long_m) if long_m % m else (long_m,)))

@@ -52,7 +52,7 @@ def decimals_per_segment(values: Float64Array, starts: Int64Array) -> Int64Array
     segment whose *first* value fails it is an arbitrary float (half the gauges of a GPU
     exporter) and is set aside at the cost of one value, and the passes k = 0, 1, ... look only
     at the segments still open: a checkpoint's mix of such floats and 3-decimal gauges took 7
-    passes over every value, now 4 over the gauges' (encoding 1.2x faster)."""
+    passes over every value, now 4 over the gauges' (87 to 26 ms for 2.25 M such samples)."""
     n = len(starts)
     result = np.full(n, -1, dtype=np.int64)
     if n == 0:
@@ -63,16 +63,12 @@ def decimals_per_segment(values: Float64Array, starts: Int64Array) -> Int64Array
     with np.errstate(invalid="ignore", over="ignore"):
         scaled_first = first * top
         open_ = np.isfinite(first) & ((np.abs(scaled_first) >= _EXACT_LIMIT) | (np.round(scaled_first) / top == first))
-    part = part_starts = segments = None
+    segments, part, part_starts, part_finite = _open_part(values, lengths, open_)
     for decimals in range(MAX_DECIMALS + 1):
         if not open_.any():
             break
-        if part is None or len(segments) > 1.25 * np.count_nonzero(open_):  # copy out what is open
-            segments = np.flatnonzero(open_)
-            part = values[np.repeat(open_, lengths)] if len(segments) < n else values
-            part_starts = np.concatenate(([0], np.cumsum(lengths[segments])[:-1])).astype(np.int64)
-            # Negative zero would come back as +0.0 from the integer path; keep its bits exact.
-            part_finite = np.isfinite(part) & ~((part == 0) & np.signbit(part))
+        if len(segments) > 1.25 * np.count_nonzero(open_):  # most are settled: copy out the rest
+            segments, part, part_starts, part_finite = _open_part(values, lengths, open_)
         scale = 10.0**decimals
         with np.errstate(invalid="ignore", over="ignore"):
             scaled = part * scale
@@ -83,6 +79,18 @@ def decimals_per_segment(values: Float64Array, starts: Int64Array) -> Int64Array
         result[done] = decimals
         open_[done] = False
     return result
+
+
+def _open_part(values: Float64Array, lengths: Int64Array, open_: np.ndarray) -> tuple[
+        Int64Array, Float64Array, Int64Array, np.ndarray]:
+    """The open segments' indices, their values, where each starts among them, and which of the
+    values could take the integer path (finite, and not negative zero: it would come back as
+    +0.0)."""
+    segments = np.flatnonzero(open_)
+    part = values[np.repeat(open_, lengths)] if len(segments) < len(open_) else values
+    starts = np.concatenate(([0], np.cumsum(lengths[segments])[:-1])).astype(np.int64)
+    finite = np.isfinite(part) & ~((part == 0) & np.signbit(part))
+    return segments, part, starts, finite
 
 
 def segment_ends(starts: Int64Array, total: int) -> Int64Array:

@@ -25,7 +25,10 @@ to end). First, alone: the CPU time to encode 30,000 chunks of 75 such floats (w
 checkpoint's ``encode_segments`` does with them) and to decode them in one batch, median of 5,
 and their bytes a sample; and the same for a packed head block (:mod:`store.head_packed`) of
 30,000 series x 120 gauges with three decimals: packing it, decoding it whole and reading a
-thirtieth of its series (what a rule's read does), and its bytes a sample. Each run also
+thirtieth of its series (what a rule's read does), and its bytes a sample; and the search for
+each segment's decimals (:func:`store.codec_parts.decimals_per_segment`, which encoding and
+packing both run) on 30,000 segments of 75 values, half arbitrary floats and half 3-decimal
+gauges. Each run also
 prints the head's bytes a sample (packed and plain blocks together), the median of readings
 every 20 measured rounds: at any one moment it swings with how much of the head is still
 plain (16 bytes a sample) between merges.
@@ -47,6 +50,7 @@ from infermeter.thread_cpu import task_cpu_s
 from store import ManualClock, SampleBatch, StoreOptions, TimeSeriesStore, create_store_engine
 from store.batch_decode import decode_many
 from store.codec import ENCODING, encode_segments
+from store.codec_parts import decimals_per_segment
 from store.head_blocks import _Block
 from store.head_packed import PackedBlock
 from store.memory import store_memory
@@ -182,6 +186,26 @@ def float_chunk_decoding_s(chunks: int = 30_000, samples: int = 75, runs: int = 
     return out, sum(map(len, blobs)) / len(values)
 
 
+def decimals_search_s(segments: int = 30_000, samples: int = 75, runs: int = 5) -> list[float]:
+    """CPU seconds per run of the search for each segment's decimals (chunk encoding and head
+    packing both run it) on ``segments`` segments of ``samples`` values: every other one
+    arbitrary floats (a ratio), the rest 3-decimal gauges as parsed from text."""
+    rng = np.random.default_rng(7)
+    floats = rng.normal(50, 10, (segments, samples))
+    gauges = np.round(rng.uniform(0, 1000, (segments, samples)), 3)
+    values = np.where((np.arange(segments) % 2 == 0)[:, None], floats, gauges).ravel()
+    starts = np.arange(segments, dtype=np.int64) * samples
+    expected = np.where(np.arange(segments) % 2 == 0, -1, 3)
+    out = []
+    for _ in range(runs):
+        began = time.process_time()
+        found = decimals_per_segment(values, starts)
+        out.append(time.process_time() - began)
+        if not np.array_equal(found, expected):
+            raise SystemExit("the decimals search did not find the floats' none and the gauges' three")
+    return out
+
+
 def head_block_packing(series: int = 30_000, samples: int = 120, runs: int = 5) -> tuple[
         list[float], list[float], list[float], float]:
     """CPU seconds per run to pack a head block of ``series`` x ``samples`` gauges with three
@@ -223,6 +247,8 @@ def bench_pressure(series: int, warm: int, measure: int, pace_s: float, repeats:
     print(f"encoding 30,000 float chunks x 75 samples: {_spread(encoding)} s")
     decoding, size = float_chunk_decoding_s()
     print(f"decoding them in one batch: {_spread(decoding)} s; {size:.3f} B a sample")
+    print(f"the decimals search on 30,000 segments x 75 samples, half floats and half 3-decimal gauges: "
+          f"{_spread(decimals_search_s(), 1e3, 1)} ms")
     packing, decoding, reading, head_size = head_block_packing()
     print(f"a head block of 30,000 series x 120 gauges: packed in {_spread(packing, 1e3, 0)} ms, decoded whole in "
           f"{_spread(decoding, 1e3, 0)} ms, a thirtieth of its series read in {_spread(reading, 1e3, 1)} ms; "

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from benchmarks.store_pressure import (
     _spread,
+    decimals_search_s,
     float_chunk_decoding_s,
     float_chunk_encoding_s,
     head_block_packing,
@@ -36,6 +37,11 @@ def test_the_pressure_section_times_the_decoding_of_those_chunks() -> None:
     times, size = float_chunk_decoding_s(chunks=200, samples=75, runs=2)
     assert len(times) == 2 and all(t > 0 for t in times)
     assert 1.0 < size < 16.0  # varying floats: some bytes a sample, fewer than raw timestamps and values
+
+
+def test_the_pressure_section_times_the_decimals_search() -> None:
+    times = decimals_search_s(segments=200, samples=75, runs=2)  # and checks what it found
+    assert len(times) == 2 and all(t > 0 for t in times)
 
 
 def test_the_pressure_section_times_a_packed_head_block() -> None:

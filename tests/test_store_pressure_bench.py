@@ -18,7 +18,10 @@ from benchmarks.store_pressure import (
 def test_the_pressure_section_measures_a_store_that_checkpoints_early(tmp_path: Path) -> None:
     run = run_pressure(tmp_path / "pressure.sqlite", series=2_000, targets=2, warm=310, measure=600, pace_s=0.01)
     assert run.checkpoints >= 2  # the out-of-order window alone is over max_head_samples
-    assert run.head_samples < 2_000 * 510  # flushed samples left the head
+    # Flushed samples left the head: of 910 s appended it holds the out-of-order window (300 s)
+    # and what came since the last checkpoint. The data clock runs 100x faster than the wall's,
+    # so in a loaded suite a checkpoint may still be writing at the end (550 s was seen).
+    assert run.head_samples < 2_000 * 700
     assert 50 < run.rss_max_mib < 4_096  # read once a round: the interpreter, numpy, the head
     assert run.cpu_per_m > 0 and run.checkpoint_cpu_per_m > 0 and 0 < run.p50_ms <= run.p99_ms <= run.max_ms
     # half three-decimal gauges (packed: a few bytes), half floats (raw bits: eight and more)

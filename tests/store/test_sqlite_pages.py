@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 
+import store.checkpoint as checkpoint_module
 from infermeter import db
 from store import ManualClock, Reader, SampleBatch, Selector, SeriesKey, StoreOptions, TimeSeriesStore
 from store.engine import READER_CACHE_KIB, SQLITE_PAGE_SIZE, WRITER_CACHE_KIB, create_store_engine
@@ -23,14 +24,19 @@ def page_size(path: Path) -> int:
         return int(conn.execute("PRAGMA page_size").fetchone()[0])
 
 
+def append_twenty(store: TimeSeriesStore) -> None:
+    """Twenty samples of one series, 15 s apart, valued 0..19."""
+    ts = T0 + np.arange(20, dtype=np.int64) * 15_000
+    store.append(SampleBatch([KEY], np.zeros(20, np.int64), ts, np.arange(20, dtype=np.float64)))
+
+
 def round_trip(path: Path) -> list[float]:
     engine = create_store_engine(f"sqlite:///{path}")
     db.upgrade(engine)
     store = TimeSeriesStore(engine, ManualClock(T0), StoreOptions())
     store.open()
     try:
-        ts = T0 + np.arange(20, dtype=np.int64) * 15_000
-        store.append(SampleBatch([KEY], np.zeros(20, np.int64), ts, np.arange(20, dtype=np.float64)))
+        append_twenty(store)
         store.checkpoint(force=True)
         with engine.connect() as conn:
             assert conn.execute(text("SELECT COUNT(*) FROM chunks")).scalar_one() == 1
@@ -92,30 +98,40 @@ def test_only_the_connection_that_checkpoints_gets_the_large_page_cache(tmp_path
         engine.dispose()
 
 
+def background_store(path: Path) -> tuple[Engine, TimeSeriesStore]:
+    """An open store on a new SQLite file whose checkpoints run on a background thread."""
+    engine = create_store_engine(f"sqlite:///{path}")
+    db.upgrade(engine)
+    store = TimeSeriesStore(engine, ManualClock(T0), StoreOptions(background_checkpoints=True))
+    store.open()
+    return engine, store
+
+
+def watch_inline_checkpoints(store: TimeSeriesStore, monkeypatch: pytest.MonkeyPatch, fail_at: int = 0) -> list[int]:
+    """The append connection's page cache (KiB) as each inline checkpoint starts; the
+    ``fail_at``-th one (counting from 1) raises instead of writing."""
+    seen: list[int] = []
+    real = checkpoint_module.run_checkpoint
+
+    def watched(*args: object, **kw: object) -> tuple[int, int]:
+        seen.append(cache_kib(store._conn))
+        if len(seen) == fail_at:
+            raise RuntimeError("disk gone")
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(checkpoint_module, "run_checkpoint", watched)
+    return seen
+
+
 def test_an_inline_checkpoint_beside_a_background_thread_gets_the_writer_cache_while_it_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A forced checkpoint (a stop, the API's) runs on the append connection: the writer's page
     cache while it writes chunks, a reader's again after -- also when it fails."""
-    import store.checkpoint as checkpoint
-
-    engine = create_store_engine(f"sqlite:///{tmp_path / 'store.db'}")
-    db.upgrade(engine)
-    store = TimeSeriesStore(engine, ManualClock(T0), StoreOptions(background_checkpoints=True))
-    store.open()
-    seen: list[int] = []
-    real = checkpoint.run_checkpoint
-
-    def watched(*args: object, **kw: object) -> tuple[int, int]:
-        seen.append(cache_kib(store._conn))
-        if len(seen) == 2:
-            raise RuntimeError("disk gone")
-        return real(*args, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(checkpoint, "run_checkpoint", watched)
+    engine, store = background_store(tmp_path / "store.db")
+    seen = watch_inline_checkpoints(store, monkeypatch, fail_at=2)
     try:
-        ts = T0 + np.arange(20, dtype=np.int64) * 15_000
-        store.append(SampleBatch([KEY], np.zeros(20, np.int64), ts, np.arange(20, dtype=np.float64)))
+        append_twenty(store)
         assert store.checkpoint(force=True) == 20
         assert seen == [WRITER_CACHE_KIB]
         assert cache_kib(store._conn) == READER_CACHE_KIB
@@ -125,7 +141,7 @@ def test_an_inline_checkpoint_beside_a_background_thread_gets_the_writer_cache_w
         (series,) = Reader(store).raw(Selector("gpu_power_watts"), 0, 2**62)
         assert series.values.tolist() == list(range(20))
     finally:
-        monkeypatch.setattr(checkpoint, "run_checkpoint", real)
+        monkeypatch.undo()
         store.close()
         engine.dispose()
 
@@ -135,26 +151,13 @@ def test_the_stop_checkpoint_after_the_background_thread_ended_gets_the_writer_c
 ) -> None:
     """A stop ends the background thread first, then checkpoints on the append connection: that
     checkpoint, the largest inline one, writes with the writer's page cache too."""
-    import store.checkpoint as checkpoint
-
-    engine = create_store_engine(f"sqlite:///{tmp_path / 'store.db'}")
-    db.upgrade(engine)
-    store = TimeSeriesStore(engine, ManualClock(T0), StoreOptions(background_checkpoints=True))
-    store.open()
-    seen: list[int] = []
-    real = checkpoint.run_checkpoint
-
-    def watched(*args: object, **kw: object) -> tuple[int, int]:
-        seen.append(cache_kib(store._conn))
-        return real(*args, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(checkpoint, "run_checkpoint", watched)
+    engine, store = background_store(tmp_path / "store.db")
+    seen = watch_inline_checkpoints(store, monkeypatch)
     try:
-        ts = T0 + np.arange(20, dtype=np.int64) * 15_000
-        store.append(SampleBatch([KEY], np.zeros(20, np.int64), ts, np.arange(20, dtype=np.float64)))
+        append_twenty(store)
     finally:
         store.close()  # checkpoint_on_close: every sample into chunks
-    monkeypatch.setattr(checkpoint, "run_checkpoint", real)
+    monkeypatch.undo()
     assert seen == [WRITER_CACHE_KIB]
     with engine.connect() as conn:
         assert conn.execute(text("SELECT SUM(n) FROM chunks")).scalar_one() == 20

@@ -60,14 +60,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Single-threaded BLAS, set before numpy loads it: the optimiser's linear algebra is on vectors
-# of a handful of parameters, where OpenBLAS threads only add synchronisation -- and on a busy
-# machine their spin-waiting made every fit 3-15x slower (measured: 200 series 153 s vs 32 s at
-# a load average of 4 on 2 cores). The service should run with the same setting.
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-
-import numpy as np  # noqa: E402
+import numpy as np  # BLAS is single-threaded: see benchmarks/__init__.py
 
 from benchmarks._common import Target, add_repeats, bench_parser, section, skipped, spread  # noqa: E402
 from benchmarks.forecast_flights import DEFAULT_PATH as FLIGHTS_PATH  # noqa: E402

@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
-from benchmarks._common import mixed_fleet, section
+from benchmarks._common import energy_counter, mixed_fleet, power_walk, section, util_walk
 from infermeter import db
 from infermeter.thread_cpu import task_cpu_s
 from store import ManualClock, SampleBatch, StoreOptions, TimeSeriesStore, create_store_engine
@@ -160,14 +160,30 @@ def _float_chunks(chunks: int, samples: int) -> tuple[np.ndarray, np.ndarray, np
     return ts, values, np.arange(chunks, dtype=np.int64) * samples
 
 
-def float_chunk_encoding_s(chunks: int = 30_000, samples: int = 75, runs: int = 5) -> list[float]:
-    """CPU seconds to encode ``chunks`` chunks of ``samples`` floats (gauges x 0.01), per run."""
-    ts, values, starts = _float_chunks(chunks, samples)
+def _gpu_chunks(chunks: int, samples: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(timestamps, values, starts) of ``chunks`` chunks of ``samples`` GPU samples at 1 s with a
+    few ms of jitter: a third utilisation steps, a third power in W (mW resolution), a third
+    energy counters in mJ -- the integer chunks most of a checkpoint writes."""
+    rng = np.random.default_rng(6)
+    third = chunks // 3
+    values = np.vstack([util_walk(rng, third, samples), power_walk(rng, third, samples),
+                        energy_counter(rng, chunks - 2 * third, samples)])
+    ts = 1_800_000_000_000 + np.arange(samples)[None, :] * 1000 + rng.integers(-3, 4, (chunks, samples))
+    return ts.ravel().astype(np.int64), values.ravel().astype(np.float64), np.arange(chunks, dtype=np.int64) * samples
+
+
+def chunk_encoding_s(chunks: tuple[np.ndarray, np.ndarray, np.ndarray], runs: int = 5) -> list[float]:
+    """CPU seconds to encode ``chunks`` (timestamps, values, starts) in one call, per run; they
+    must decode back bit for bit (checked once, untimed)."""
+    ts, values, starts = chunks
     out = []
     for _ in range(runs):
         began = time.process_time()
-        encode_segments(ts, values, starts)
+        blobs = encode_segments(ts, values, starts)
         out.append(time.process_time() - began)
+    got = decode_many(blobs, np.diff(np.append(starts, len(ts))).tolist(), [ENCODING] * len(blobs))
+    if got.values.tobytes() != values.tobytes() or got.ts.tobytes() != ts.tobytes():
+        raise SystemExit("chunks did not decode to the samples encoded")
     return out
 
 
@@ -243,8 +259,9 @@ def bench_pressure(series: int, warm: int, measure: int, pace_s: float, repeats:
     section("7. store CPU under memory pressure (early checkpoints), 1 s scrapes")
     print(f"{series:,} series in {series // 1000} appends a round, one round per {pace_s:.2f} s of wall time "
           f"(one second of data time), {warm} rounds of warm-up, {measure} measured; SQLite, background checkpoints")
-    encoding = float_chunk_encoding_s()
-    print(f"encoding 30,000 float chunks x 75 samples: {_spread(encoding)} s")
+    print(f"encoding 30,000 float chunks x 75 samples: {_spread(chunk_encoding_s(_float_chunks(30_000, 75)))} s")
+    print(f"encoding 30,000 integer chunks x 75 GPU samples (utilisation, power, energy; 1 s, jittered): "
+          f"{_spread(chunk_encoding_s(_gpu_chunks(30_000, 75)))} s")
     decoding, size = float_chunk_decoding_s()
     print(f"decoding them in one batch: {_spread(decoding)} s; {size:.3f} B a sample")
     print(f"the decimals search on 30,000 segments x 75 samples, half floats and half 3-decimal gauges: "

@@ -32,6 +32,7 @@ against 2.79 with regular timestamps, 2.84 against 3.84 with ±3 ms of jitter.
 from __future__ import annotations
 
 import struct
+from typing import Any, overload
 
 import numpy as np
 
@@ -46,7 +47,7 @@ from store.codec_parts import (
 from store.residual_streams import RAW, code_streams, read_stream
 from store.rice import bit_lengths, run_int_sums
 from store.types import Float64Array, Int64Array
-from store.varint import VarintError, decode_varint, encode_varints, unzigzag_int, zigzag_int
+from store.varint import VarintError, decode_varint, encode_varint_rows, unzigzag_int
 from store.zstd_frames import FrameError, pack, unpack
 
 ENCODING_V2 = 2
@@ -54,6 +55,8 @@ MODE_INT, MODE_XOR = 0, 1
 XOR_ZSTD = 1 << 6  # flags: mode XOR's values are a Zstandard frame, not raw deflate
 XOR_ZSTD_LEVEL = 1  # on varying floats the smallest and the fastest of levels 1-19
 HEAD = struct.Struct("<BBBBbq")
+HEAD_DTYPE = np.dtype([("version", "u1"), ("flags", "u1"), ("ts_k", "u1"), ("value_k", "u1"), ("decimals", "i1"),
+                       ("first_ts", "<i8")])  # HEAD, for many chunks at once
 
 
 def zigzag(d: Int64Array) -> np.ndarray:
@@ -67,7 +70,12 @@ def unzigzag(z: np.ndarray) -> Int64Array:
     return out
 
 
-def flags_of(mode: int, order: int, ts_form: int, value_form: int) -> int:
+@overload
+def flags_of(mode: int, order: int, ts_form: int, value_form: int) -> int: ...
+@overload
+def flags_of(mode: int, order: Int64Array, ts_form: Int64Array | int, value_form: Int64Array | int) -> Int64Array: ...
+def flags_of(mode: int, order: Any, ts_form: Any, value_form: Any) -> Any:
+    """A chunk's flags byte; from arrays, every chunk's at once."""
     return mode | (order - 1) << 1 | ts_form << 2 | value_form << 4
 
 
@@ -117,23 +125,37 @@ def encode_segments_v2(ts_ms: Int64Array, values: Float64Array, starts: Int64Arr
     # Per sample up to it, how many values repeated the one before (an all-zero XOR row).
     repeats = np.concatenate([[0], np.cumsum(~xor_bytes.any(axis=1))])
 
-    # Plain Python scalars for the per-chunk loop: numpy scalar access costs ~10x more.
-    rows = zip(range(len(starts)), starts.tolist(), (starts + lengths).tolist(), decimals.tolist(), order.tolist(),
-               ts[starts].tolist(), ts_delta.tolist(), ints[starts].tolist(), d1[np.minimum(starts + 1, total - 1)].tolist())
-    out: list[bytes] = []
-    for i, s, e, k, o, first_ts, first_gap, first_int, first_delta in rows:
-        ts_form, tk = ts_streams.forms[i], ts_streams.ks[i]
-        if k >= 0:
-            val_form, vk, val_size, val_part = val_streams.forms[i], val_streams.ks[i], val_streams.sizes[i], val_streams.parts[i]
-            firsts = [zigzag_int(first_int)] + ([zigzag_int(first_delta)] if o == 2 else [])
-            head = HEAD.pack(ENCODING_V2, flags_of(MODE_INT, o, ts_form, val_form), tk, vk, k, first_ts)
-        else:
-            layout, val_part = _xor_part(xor_bytes[s:e], int(repeats[e] - repeats[s]))
-            val_size, firsts = len(val_part), []
-            head = HEAD.pack(ENCODING_V2, flags_of(MODE_XOR, layout, ts_form, RAW) | XOR_ZSTD, tk, 0, 0, first_ts)
-        sizes = encode_varints([zigzag_int(first_gap), ts_streams.sizes[i], val_size, *firsts])
-        out.append(head + sizes + ts_streams.parts[i] + val_part)
-    return out
+    # Mode XOR's values are packed chunk by chunk (one Zstandard frame each); everything else
+    # of a chunk -- its fixed head and varints -- is laid out for all chunks at once.
+    n = len(starts)
+    layouts, val_sizes = np.zeros(n, np.int64), np.asarray(val_streams.sizes, np.int64)
+    val_parts = val_streams.parts
+    ends = (starts + lengths).tolist()
+    for i in np.flatnonzero(~is_int).tolist():
+        s, e = starts[i], ends[i]
+        layouts[i], val_parts[i] = _xor_part(xor_bytes[s:e], int(repeats[e] - repeats[s]))
+        val_sizes[i] = len(val_parts[i])
+    ts_forms, ts_ks = np.asarray(ts_streams.forms, np.int64), np.asarray(ts_streams.ks, np.int64)
+    head = np.zeros(n, HEAD_DTYPE)
+    head["version"] = ENCODING_V2
+    head["flags"] = np.where(is_int, flags_of(MODE_INT, order, ts_forms, np.asarray(val_streams.forms, np.int64)),
+                             flags_of(MODE_XOR, layouts, ts_forms, RAW) | XOR_ZSTD)
+    head["ts_k"], head["first_ts"] = ts_ks, ts[starts]
+    head["value_k"] = np.where(is_int, np.asarray(val_streams.ks, np.int64), 0)
+    head["decimals"] = np.where(is_int, decimals, 0)
+    first_delta = d1[np.minimum(starts + 1, total - 1)]
+    fields = np.stack((zigzag(ts_delta), np.asarray(ts_streams.sizes, np.uint64), val_sizes, zigzag(ints[starts].astype(np.int64)),
+                       zigzag(first_delta)), 1)
+    used = np.ones(fields.shape, bool)
+    used[:, 3] = is_int
+    used[:, 4] = is_int & (order == 2)
+    varints, mask = encode_varint_rows(fields, used)
+    grid = np.concatenate((head.view(np.uint8).reshape(n, HEAD.size), varints.reshape(n, -1)), axis=1)
+    kept = np.concatenate((np.ones((n, HEAD.size), bool), mask.reshape(n, -1)), axis=1)
+    blob = grid[kept].tobytes()
+    head_ends = np.cumsum(kept.sum(axis=1)).tolist()
+    return [blob[e - h : e] + t + v for e, h, t, v in
+            zip(head_ends, kept.sum(axis=1).tolist(), ts_streams.parts, val_parts)]
 
 
 def _xor_part(rows: np.ndarray, repeated: int) -> tuple[int, bytes]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from store.codec_parts import ChunkDecodeError, deflate, inflate
+from store.flat_runs import spread
 from store.rice import (
     MAX_K,
     Packed,
@@ -67,31 +68,41 @@ def code_streams(z: np.ndarray, counts: Int64Array, bits: Int64Array | None = No
         sparse_counts = np.where(sparse, nonzero_counts, 0)
         sparse_k = choose_k(shifted, sparse_counts)
         sparse_unary, sparse_lows = encode_runs(shifted, sparse_counts, sparse_k)
-    out = CodedStreams([], [], [], [])
+    zero = nonzero_counts == 0
+    forms = np.where(zero, ZERO, RAW).tolist()
+    ks, sizes = np.where(zero, 0, k).tolist(), np.where(zero, 0, unary.size).tolist()
+    parts = joined_runs(unary, lows, ~zero)
+    # Runs with a choice to make, the only ones looped over: k = 0 (long runs of zeros, ones in
+    # unary, deflate well) and those that may be smaller SPARSE.
     starts = np.concatenate(([0], np.cumsum(counts)))
-    rows = zip(range(runs), nonzero_counts.tolist(), k.tolist(), sparse.tolist(), sparse_k.tolist())
-    for i, nonzeros, run_k, try_sparse, run_sparse_k in rows:
-        if nonzeros == 0:
-            form, run_k, size, part = ZERO, 0, 0, b""
-        else:
-            coded, form = unary.run(i), RAW
-            if run_k == 0:  # long runs of zeros (ones in unary) deflate well
-                packed = deflate(coded)
-                if len(packed) < len(coded):
-                    coded, form = packed, DEFLATED
-            size, part = len(coded), coded + lows.run(i)
-            if try_sparse:
-                flags = np.packbits(nonzero[starts[i] : starts[i + 1]], bitorder="little").tobytes()
-                bitmap = deflate(flags)
-                rest = sparse_unary.run(i)
-                candidate = encode_varints([len(bitmap)]) + bitmap + rest + sparse_lows.run(i)
-                if len(candidate) < len(part):
-                    form, run_k, size, part = SPARSE, run_sparse_k, len(rest), candidate
-        out.forms.append(form)
-        out.ks.append(run_k)
-        out.sizes.append(size)
-        out.parts.append(part)
-    return out
+    for i in np.flatnonzero(~zero & ((k == 0) | sparse)).tolist():
+        part = parts[i]
+        if ks[i] == 0:
+            coded = unary.run(i)
+            packed = deflate(coded)
+            if len(packed) < len(coded):
+                forms[i], sizes[i], part = DEFLATED, len(packed), packed + lows.run(i)
+        if sparse[i]:
+            flags = np.packbits(nonzero[starts[i] : starts[i + 1]], bitorder="little").tobytes()
+            bitmap = deflate(flags)
+            rest = sparse_unary.run(i)
+            candidate = encode_varints([len(bitmap)]) + bitmap + rest + sparse_lows.run(i)
+            if len(candidate) < len(part):
+                forms[i], ks[i], sizes[i], part = SPARSE, int(sparse_k[i]), len(rest), candidate
+        parts[i] = part
+    return CodedStreams(forms, ks, sizes, parts)
+
+
+def joined_runs(unary: Packed, lows: Packed, kept: np.ndarray) -> list[bytes]:
+    """Per run, its unary part and then its lows part as one bytes object (b"" where not
+    ``kept``): gathered into one buffer at once and cut, not cut and joined run by run."""
+    unary_size = np.where(kept, unary.size, 0)  # an all-zero run (k = 0) has no lows bytes
+    sizes = unary_size + lows.size
+    pieces_at = np.stack((unary.at, lows.at + len(unary.data)), axis=1).ravel()
+    pieces_size = np.stack((unary_size, lows.size), axis=1).ravel()
+    blob = np.concatenate((unary.data, lows.data))[spread(pieces_at, pieces_size)].tobytes()
+    ends = np.cumsum(sizes)
+    return [blob[e - n : e] for e, n in zip(ends.tolist(), sizes.tolist())]
 
 
 def read_stream(data: bytes, at: int, form: int, k: int, size: int, count: int) -> tuple[np.ndarray, int]:

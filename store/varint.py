@@ -61,3 +61,19 @@ def decode_varints_at(buf: np.ndarray, at: Int64Array) -> tuple[np.ndarray, Int6
     shifts = (7 * np.arange(MAX_BYTES, dtype=np.uint64))[None, :]
     values = np.bitwise_or.reduce(groups << shifts, axis=1) if len(at) else np.zeros(0, np.uint64)
     return values.astype(np.uint64), at + length, np.flatnonzero(bad)
+
+
+def encode_varint_rows(values: np.ndarray, used: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``values`` (uint64, one row per record), the varints of its ``used`` fields
+    back to back, and each one's length: an (rows, fields, MAX_BYTES) grid of bytes and its mask
+    (row by row, field by field, in order), for :func:`store.codec_v2` to lay out chunk headers
+    at once instead of a Python loop per value."""
+    v = np.asarray(values, np.uint64)
+    length = np.ones(v.shape, np.int64)
+    for group in range(1, MAX_BYTES):
+        length += v >= np.uint64(1 << (7 * group))
+    length[~used] = 0
+    j = np.arange(MAX_BYTES, dtype=np.int64)
+    groups = (v[..., None] >> (7 * j).astype(np.uint64)) & np.uint64(0x7F)
+    more = (j < length[..., None] - 1).astype(np.uint64) << np.uint64(7)
+    return (groups | more).astype(np.uint8), j < length[..., None]

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from benchmarks.store_pressure import (
+    _float_chunks,
+    _gpu_chunks,
     _spread,
+    chunk_encoding_s,
     decimals_search_s,
     float_chunk_decoding_s,
-    float_chunk_encoding_s,
     head_block_packing,
     run_pressure,
 )
@@ -31,9 +35,20 @@ def test_the_pressure_section_measures_a_store_that_checkpoints_early(tmp_path: 
     assert 1_000 < run.samples_per_slice <= 50_000
 
 
-def test_the_pressure_section_times_the_encoding_of_float_chunks() -> None:
-    times = float_chunk_encoding_s(chunks=200, samples=75, runs=2)
-    assert len(times) == 2 and all(t > 0 for t in times)
+def test_the_pressure_section_times_the_encoding_of_float_and_gpu_chunks() -> None:
+    for chunks in (_float_chunks(200, 75), _gpu_chunks(200, 75)):
+        times = chunk_encoding_s(chunks, runs=2)  # and checks that they decode back
+        assert len(times) == 2 and all(t > 0 for t in times)
+
+
+def test_the_gpu_chunks_are_integer_series_of_every_kind_with_jittered_timestamps() -> None:
+    ts, values, starts = _gpu_chunks(300, 75)
+    assert len(starts) == 300 and len(ts) == len(values) == 300 * 75
+    assert np.array_equal(values, np.round(values, 3))  # integers once scaled: the codec's INT mode
+    gaps = np.diff(ts.reshape(300, 75), axis=1)
+    assert gaps.min() < 1000 < gaps.max() <= 1006  # 1 s scrapes, a few ms of jitter
+    counters = values.reshape(300, 75)[200:]  # the last third: energy, never decreasing
+    assert (np.diff(counters, axis=1) >= 0).all() and len(np.unique(values)) > 1000
 
 
 def test_the_pressure_section_times_the_decoding_of_those_chunks() -> None:

@@ -128,24 +128,25 @@ def encode_segments_v2(ts_ms: Int64Array, values: Float64Array, starts: Int64Arr
     # Mode XOR's values are packed chunk by chunk (one Zstandard frame each); everything else
     # of a chunk -- its fixed head and varints -- is laid out for all chunks at once.
     n = len(starts)
-    layouts, val_sizes = np.zeros(n, np.int64), np.asarray(val_streams.sizes, np.int64)
-    val_parts = val_streams.parts
-    ends = (starts + lengths).tolist()
-    for i in np.flatnonzero(~is_int).tolist():
-        s, e = starts[i], ends[i]
+    layouts, val_sizes, val_parts = np.zeros(n, np.int64), val_streams.sizes.copy(), val_streams.parts
+    xor_chunks = np.flatnonzero(~is_int)
+    xor_starts = starts[xor_chunks]
+    for i, s, e in zip(xor_chunks.tolist(), xor_starts.tolist(), (xor_starts + lengths[xor_chunks]).tolist()):
         layouts[i], val_parts[i] = _xor_part(xor_bytes[s:e], int(repeats[e] - repeats[s]))
         val_sizes[i] = len(val_parts[i])
-    ts_forms, ts_ks = np.asarray(ts_streams.forms, np.int64), np.asarray(ts_streams.ks, np.int64)
     head = np.zeros(n, HEAD_DTYPE)
     head["version"] = ENCODING_V2
-    head["flags"] = np.where(is_int, flags_of(MODE_INT, order, ts_forms, np.asarray(val_streams.forms, np.int64)),
-                             flags_of(MODE_XOR, layouts, ts_forms, RAW) | XOR_ZSTD)
-    head["ts_k"], head["first_ts"] = ts_ks, ts[starts]
-    head["value_k"] = np.where(is_int, np.asarray(val_streams.ks, np.int64), 0)
+    head["flags"] = np.where(is_int, flags_of(MODE_INT, order, ts_streams.forms, val_streams.forms),
+                             flags_of(MODE_XOR, layouts, ts_streams.forms, RAW) | XOR_ZSTD)
+    head["ts_k"], head["first_ts"] = ts_streams.ks, ts[starts]
+    head["value_k"] = np.where(is_int, val_streams.ks, 0)
     head["decimals"] = np.where(is_int, decimals, 0)
-    first_delta = d1[np.minimum(starts + 1, total - 1)]
-    fields = np.stack((zigzag(ts_delta), np.asarray(ts_streams.sizes, np.uint64), val_sizes, zigzag(ints[starts].astype(np.int64)),
-                       zigzag(first_delta)), 1)
+    # Unsigned 64-bit columns, never stacked with signed ones: numpy would make them float64,
+    # which cannot hold a zigzagged first difference or gap past 2**53.
+    fields = np.zeros((n, 5), np.uint64)
+    fields[:, 0], fields[:, 1], fields[:, 2] = zigzag(ts_delta), ts_streams.sizes, val_sizes
+    fields[:, 3] = zigzag(ints[starts].astype(np.int64))
+    fields[:, 4] = zigzag(d1[np.minimum(starts + 1, total - 1)])
     used = np.ones(fields.shape, bool)
     used[:, 3] = is_int
     used[:, 4] = is_int & (order == 2)
@@ -153,9 +154,9 @@ def encode_segments_v2(ts_ms: Int64Array, values: Float64Array, starts: Int64Arr
     grid = np.concatenate((head.view(np.uint8).reshape(n, HEAD.size), varints.reshape(n, -1)), axis=1)
     kept = np.concatenate((np.ones((n, HEAD.size), bool), mask.reshape(n, -1)), axis=1)
     blob = grid[kept].tobytes()
-    head_ends = np.cumsum(kept.sum(axis=1)).tolist()
+    head_sizes = kept.sum(axis=1)
     return [blob[e - h : e] + t + v for e, h, t, v in
-            zip(head_ends, kept.sum(axis=1).tolist(), ts_streams.parts, val_parts)]
+            zip(np.cumsum(head_sizes).tolist(), head_sizes.tolist(), ts_streams.parts, val_parts)]
 
 
 def _xor_part(rows: np.ndarray, repeated: int) -> tuple[int, bytes]:

@@ -44,11 +44,12 @@ _ONE = np.zeros(1, np.int64)
 
 @dataclass(frozen=True)
 class CodedStreams:
-    """Per run: its form, its Rice parameter, the size written in the chunk header, its bytes."""
+    """Per run: its form, its Rice parameter, the size written in the chunk header (arrays, so
+    that chunk heads are laid out for all runs at once), and its bytes."""
 
-    forms: list[int]
-    ks: list[int]
-    sizes: list[int]
+    forms: Int64Array
+    ks: Int64Array
+    sizes: Int64Array
     parts: list[bytes]
 
 
@@ -56,7 +57,8 @@ def code_streams(z: np.ndarray, counts: Int64Array, bits: Int64Array | None = No
     """Each run of residuals in its smallest form. ``bits``: their bit lengths, if known."""
     runs = len(counts)
     if not z.any():
-        return CodedStreams([ZERO] * runs, [0] * runs, [0] * runs, [b""] * runs)
+        none = np.zeros(runs, np.int64)
+        return CodedStreams(np.full(runs, ZERO, np.int64), none, none.copy(), [b""] * runs)
     k = choose_k(z, counts, bits)
     unary, lows = encode_runs(z, counts, k)
     nonzero = z > 0
@@ -69,26 +71,27 @@ def code_streams(z: np.ndarray, counts: Int64Array, bits: Int64Array | None = No
         sparse_k = choose_k(shifted, sparse_counts)
         sparse_unary, sparse_lows = encode_runs(shifted, sparse_counts, sparse_k)
     zero = nonzero_counts == 0
-    forms = np.where(zero, ZERO, RAW).tolist()
-    ks, sizes = np.where(zero, 0, k).tolist(), np.where(zero, 0, unary.size).tolist()
+    forms = np.where(zero, ZERO, RAW)
+    ks, sizes = np.where(zero, 0, k), np.where(zero, 0, unary.size)
     parts = joined_runs(unary, lows, ~zero)
     # Runs with a choice to make, the only ones looped over: k = 0 (long runs of zeros, ones in
     # unary, deflate well) and those that may be smaller SPARSE.
-    starts = np.concatenate(([0], np.cumsum(counts)))
-    for i in np.flatnonzero(~zero & ((k == 0) | sparse)).tolist():
+    starts = np.concatenate(([0], np.cumsum(counts))).tolist()
+    chosen = np.flatnonzero(~zero & ((k == 0) | sparse))
+    for i, run_k, try_sparse in zip(chosen.tolist(), k[chosen].tolist(), sparse[chosen].tolist()):
         part = parts[i]
-        if ks[i] == 0:
+        if run_k == 0:
             coded = unary.run(i)
             packed = deflate(coded)
             if len(packed) < len(coded):
                 forms[i], sizes[i], part = DEFLATED, len(packed), packed + lows.run(i)
-        if sparse[i]:
+        if try_sparse:
             flags = np.packbits(nonzero[starts[i] : starts[i + 1]], bitorder="little").tobytes()
             bitmap = deflate(flags)
             rest = sparse_unary.run(i)
             candidate = encode_varints([len(bitmap)]) + bitmap + rest + sparse_lows.run(i)
             if len(candidate) < len(part):
-                forms[i], ks[i], sizes[i], part = SPARSE, int(sparse_k[i]), len(rest), candidate
+                forms[i], ks[i], sizes[i], part = SPARSE, sparse_k[i], len(rest), candidate
         parts[i] = part
     return CodedStreams(forms, ks, sizes, parts)
 

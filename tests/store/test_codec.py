@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from store.codec import ENCODING, ENCODINGS, ChunkDecodeError, decode, encode, encode_segments
@@ -43,15 +43,30 @@ def test_short_decimals_take_the_integer_path_and_round_trip(values: list[object
     assert _same_bits(out_vals, vals) and np.array_equal(out_ts, ts)
 
 
+_BIG = 2**52 - 1  # the integer path's largest magnitude
+
+
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.integers(min_value=-(2**51), max_value=2**51), min_size=1, max_size=200))
+@given(st.lists(st.integers(min_value=-_BIG, max_value=_BIG), min_size=1, max_size=200))
+@example([_BIG, -_BIG, -_BIG + 3, -_BIG + 6, -_BIG + 9]).via("a first difference whose zigzag is odd, past 2**53")
 def test_extreme_integers_round_trip(values: list[int]) -> None:
-    """Second differences of integers near 2**52 are near 2**54: the zigzag and the split into
-    high and low bytes must keep every bit."""
+    """Second differences of integers near 2**52 are near 2**54: the zigzag, the chunk head's
+    varints (laid out for many chunks at once, as unsigned 64-bit integers, never floats) and the
+    split into high and low bytes must keep every bit."""
     vals = np.asarray(values, dtype=np.float64)
     ts = np.arange(len(vals), dtype=np.int64) * 1000
     out_ts, out_vals = decode(encode(ts, vals), len(vals))
     assert _same_bits(out_vals, vals) and np.array_equal(out_ts, ts)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=2**61), min_size=1, max_size=3), st.integers(min_value=0, max_value=2**40))
+@example([5, 2**60 + 1, 1], 0).via("a first gap past 2**53 that a float64 cannot hold")
+def test_timestamp_gaps_past_2_53_round_trip(gaps: list[int], start: int) -> None:
+    ts = start + np.cumsum(np.asarray(gaps, dtype=np.int64))
+    vals = np.arange(len(ts), dtype=np.float64)
+    out_ts, out_vals = decode(encode(ts, vals), len(ts))
+    assert np.array_equal(out_ts, ts) and _same_bits(out_vals, vals)
 
 
 def _gpu_series(n: int = 480) -> dict[str, tuple[np.ndarray, np.ndarray]]:

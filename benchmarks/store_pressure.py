@@ -23,7 +23,9 @@ which moves the first figure by a tenth or more, not the second. Printed per run
 median of ``repeats`` runs with the range; no target (the scrape benchmark's CPU target is end
 to end). First, alone: the CPU time to encode 30,000 chunks of 75 such floats (what a
 checkpoint's ``encode_segments`` does with them) and to decode them in one batch, median of 5,
-and their bytes a sample; and the same for a packed head block (:mod:`store.head_packed`) of
+and their bytes a sample; to encode 30,000 integer chunks of 75 GPU samples (utilisation,
+power in W at mW resolution, energy in mJ; 1 s scrapes with a few ms of jitter), checked to
+decode back; and the same for a packed head block (:mod:`store.head_packed`) of
 30,000 series x 120 gauges with three decimals: packing it, decoding it whole and reading a
 thirtieth of its series (what a rule's read does), and its bytes a sample; and the search for
 each segment's decimals (:func:`store.codec_parts.decimals_per_segment`, which encoding and

@@ -65,6 +65,7 @@ import numpy as np  # BLAS is single-threaded: see benchmarks/__init__.py
 from benchmarks._common import Target, add_repeats, bench_parser, section, skipped, spread  # noqa: E402
 from benchmarks.forecast_flights import DEFAULT_PATH as FLIGHTS_PATH  # noqa: E402
 from benchmarks.forecast_flights import flight_series  # noqa: E402
+from benchmarks.forecast_floor import print_known_week  # noqa: E402
 from benchmarks.forecast_real import bench_real, dir_series  # noqa: E402
 from forecast.backtest import Accumulator, seasonal_scale  # noqa: E402
 from forecast.baselines import LinearTrend, SeasonalNaive  # noqa: E402
@@ -224,6 +225,7 @@ def bench_accuracy(
     targets: list[str] = []
     extra = flight_series(flights) + (dir_series(real_dir, real_windows) if real_dir is not None else [])
     targets += bench_real(load_column("burstgpt1_week1_hourly_tokens.csv", "total_tokens"), extra)
+    print_known_week(flights)
     daily = load_column("burstgpt1_daily.csv", "total_tokens")
     if daily is None:
         targets += _skip("burstgpt_daily")

@@ -49,6 +49,7 @@ from forecast.clean import clean
 from forecast.conformal import bands, loo_coverage, origin_errors, scale_floor
 from forecast.daytype import DayTypeProfile
 from forecast.ets import ETS, Decomposed
+from forecast.levelshape import RecentLevelShape
 from forecast.twoway import HourWeekdayEffects
 from forecast.types import F64, LEVELS, Fitted, Forecaster, Prediction
 
@@ -115,7 +116,9 @@ def candidates(y: F64, config: SelectConfig) -> list[Forecaster]:
     forecast of bursty load: a day's and three days' only where the daily season is not found
     (on a daily cycle they won short backtest horizons and then flattened the next three days:
     BurstGPT's hourly tokens went from 0.88 to 1.12 x seasonal naive's error with them), a
-    week's always (it is the week's level, whatever the hour). The weekly models join as soon as
+    week's always (it is the week's level, whatever the hour). From two days, the recent daily
+    level times the intraday shape (:mod:`forecast.levelshape`): it follows a step in the level
+    of a bursty series from whole days, where the weekly models copy last week's. The weekly models join as soon as
     the history allows them: seasonal naive 168, the day-type profile and the hour-of-day x
     weekday effects from one week, seasonal naive with the smoothed gap a day later, the
     levelled weekly median and the daily+weekly decomposition from two weeks. ETS(M,Ad,M) is
@@ -131,6 +134,7 @@ def candidates(y: F64, config: SelectConfig) -> list[Forecaster]:
             out.append(RecentMedian(m))
     if n >= 2 * m:
         out.append(SeasonalMean(m))
+        out.append(RecentLevelShape(m))
     if n >= 3 * m and not seasonal:
         out.append(RecentMedian(3 * m))
     if not seasonal:

@@ -118,12 +118,13 @@ def candidates(y: F64, config: SelectConfig) -> list[Forecaster]:
     BurstGPT's hourly tokens went from 0.88 to 1.12 x seasonal naive's error with them), a
     week's always (it is the week's level, whatever the hour). From two days, the recent daily
     level times the intraday shape (:mod:`forecast.levelshape`): it follows a step in the level
-    of a bursty series from whole days, where the weekly models copy last week's. The weekly models join as soon as
-    the history allows them: seasonal naive 168, the day-type profile and the hour-of-day x
-    weekday effects from one week, seasonal naive with the smoothed gap a day later, the
-    levelled weekly median and the daily+weekly decomposition from two weeks. ETS(M,Ad,M) is
-    opt-in (``use_multiplicative``): it needs strictly positive data, its intervals are
-    simulated, and ETS(A,Ad,A) on ``log(y + c)`` covers the same multiplicative shape.
+    of a bursty series from whole days, where the weekly models copy last week's. The weekly
+    models join as soon as the history allows them: seasonal naive 168, the day-type profile
+    and the hour-of-day x weekday effects from one week, seasonal naive with the smoothed gap a
+    day later, the levelled weekly median and the daily+weekly decomposition from two weeks.
+    ETS(M,Ad,M) is opt-in (``use_multiplicative``): it needs strictly positive data, its
+    intervals are simulated, and ETS(A,Ad,A) on ``log(y + c)`` covers the same multiplicative
+    shape.
     """
     n, m = y.shape[0], config.season
     seasonal = is_seasonal(y[-config.window :], m)

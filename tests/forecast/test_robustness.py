@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from forecast.baselines import SeasonalNaive
-from forecast.choose import weekly_evident
+from forecast.choose import shape_evident, weekly_evident
 from forecast.clean import clean
 from forecast.conformal import bands, loo_coverage, origin_errors, scale_floor
 from forecast.select import forecast_series
@@ -226,3 +226,48 @@ def test_the_day_type_profile_refuses_under_a_week_and_names_what_it_needs() -> 
         DayTypeProfile().fit(seasonal(100, seed=16))
     with pytest.raises(FitError, match="no observed values"):
         DayTypeProfile().fit(np.full(200, np.nan))
+
+
+def _shaped_week(n: int, seed: int, storm_day: int | None = None) -> F64:
+    """Weekdays peak at noon, weekends at 20:00 at the same level; ``storm_day`` at 60 %."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)
+    weekend = (t // 24) % 7 >= 5
+    peak = np.where(weekend, 20, 12)
+    y = 500.0 * (1 + 0.8 * np.exp(-0.5 * (((t % 24) - peak) / 3.0) ** 2)) * np.exp(rng.normal(0, 0.05, n))
+    if storm_day is not None:
+        y[storm_day * 24 : (storm_day + 1) * 24] *= 0.6
+    return np.asarray(y, dtype=np.float64)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_week_is_seen_in_the_days_shape_when_a_disrupted_day_hides_it_in_the_amounts(seed: int) -> None:
+    """Eight days, the eighth (a Monday) cut to 60 % by a storm: by amounts last Monday looks no
+    nearer than yesterday (a Sunday), by shape it is much nearer."""
+    y = _shaped_week(24 * 8, seed, storm_day=7)
+    week = np.abs(y[168:] - y[:24]).mean()
+    day = np.abs(y[168:] - y[144:168]).mean()
+    assert week >= 0.9 * day  # the amounts alone would not show the week
+    assert shape_evident(y, 24, 168) and weekly_evident(y, 24, 168)
+    assert "weekly_evident" in forecast_series(y, 72).flags
+
+
+def test_a_day_shape_that_does_not_follow_the_week_is_rarely_taken_for_it() -> None:
+    hits = [shape_evident(seasonal(24 * 14, level=500, daily=0.5, noise=0.1, seed=s), 24, 168) for s in range(20)]
+    assert sum(hits) <= 2, hits
+
+
+def test_the_shape_test_skips_idle_days_and_needs_a_week_and_a_day() -> None:
+    y = _shaped_week(24 * 9, 1)
+    assert shape_evident(y, 24, 168)
+    assert not shape_evident(y[: 24 * 7 + 23], 24, 168)
+    assert not shape_evident(y, 24, 100)  # a week that is no whole number of days
+    idle = y.copy()
+    idle[-24:] = 0.0  # the last day idle: its pairs are left out, the other day's still count
+    assert shape_evident(idle, 24, 168)
+    assert not shape_evident(np.zeros(24 * 9), 24, 168)
+    # No week in it, and yesterday idle: the one pair has no yesterday to compare with, so it
+    # says nothing (compared with zeros, yesterday would look far and the week near).
+    flat = seasonal(24 * 8, level=500, daily=0.5, noise=0.1, seed=3)
+    flat[24 * 6 : 24 * 7] = 0.0
+    assert not shape_evident(flat, 24, 168)

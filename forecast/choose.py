@@ -88,7 +88,7 @@ def weekly_evident(y: F64, season: int, long_season: int) -> bool:
 def shape_evident(y: F64, season: int, long_season: int) -> bool:
     """Whether the same day last week predicts each day's *shape* -- its hours as shares of its
     total -- clearly better than the day before does (mean absolute differences of the shares,
-    under 0.9 x), days counted back from the end of ``y``.
+    under ``SHAPE_EVIDENT`` x), days counted back from the end of ``y``.
 
     Why the shape as well as the amounts: with eight or nine days of history the amounts compare
     one or two days with last week. A storm, an incident or a holiday on one of them takes a
@@ -96,11 +96,11 @@ def shape_evident(y: F64, season: int, long_season: int) -> bool:
     the weekday's. On the US flight network the week was judged not evident at the two origins
     after a storm Monday, and models blind to the weekend forecast the next three days: 1.33 x
     the better seasonal naive's error over that window, 1.09 with the week seen by its shape.
-    Over 67 real windows, thresholds of 0.8-0.9 gained alike (mean 0.912 -> 0.907-0.909); under 0.75
-    nothing changed. A series without a weekly shape passes by chance in 1 of 40 two-week
-    histories, 6 of 40 at nine days (synthetic, 10 % noise); then the day-type profile and the
-    weekly effects stand in for the daily models, which costs little where every weekday is
-    alike."""
+    Over 67 real windows, thresholds of 0.8-0.9 gained alike (mean 0.912 -> 0.907-0.909);
+    under 0.75 nothing changed. A series without a weekly shape passes at 0.85 by chance in 1
+    of 40 two-week histories, 6 of 40 at nine days (synthetic, 10 % noise); then the day-type
+    profile and the weekly effects stand in for the daily models, which costs little where
+    every weekday is alike."""
     if long_season % season:
         return False
     days, week = y.shape[0] // season, long_season // season

@@ -18,10 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.forecast_flights import hourly_flight_series
-from benchmarks.forecast_real import HORIZON, WINDOW, windowed_origins
-from forecast.baselines import SeasonalNaive
-from forecast.clean import clean
-from forecast.types import F64
+from benchmarks.forecast_real import HORIZON, WINDOW, RealSeries, evaluate, windowed_origins
+from forecast.types import F64, Prediction
 
 WEEK = 168
 
@@ -33,20 +31,15 @@ def known_week_profile(y: F64) -> F64:
 
 
 def window_ratio(y: F64, start: int, profile: F64) -> float:
-    """The profile's WAPE over the better seasonal naive's on the window at ``start``."""
-    window = y[start : start + WINDOW]
-    errors = {"profile": 0.0, "snaive24": 0.0, "snaive168": 0.0}
-    for o in windowed_origins():
-        actual = window[o : o + HORIZON]
-        train = clean(window[:o]).y
-        forecasts = {
-            "profile": profile[(start + o + np.arange(HORIZON)) % WEEK],
-            "snaive24": SeasonalNaive(24).fit(train).predict(HORIZON).clipped().mean,
-            "snaive168": SeasonalNaive(WEEK).fit(train).predict(HORIZON).clipped().mean,
-        }
-        for name, forecast in forecasts.items():
-            errors[name] += float(np.abs(actual - forecast).sum())
-    return errors["profile"] / min(errors["snaive24"], errors["snaive168"])
+    """The profile's WAPE over the better seasonal naive's on the window at ``start``, scored as
+    :func:`benchmarks.forecast_real.evaluate` scores the served forecast."""
+
+    def known_week(history: F64) -> tuple[str, Prediction]:
+        hours = start + history.shape[0] + np.arange(HORIZON)
+        return "known week", Prediction(profile[hours % WEEK], {}, {})
+
+    result = evaluate(RealSeries("known week", y[start : start + WINDOW], windowed_origins()), known_week)
+    return result.method.wape / result.best_snaive
 
 
 def known_week_ratios(path: Path) -> dict[str, list[float]]:

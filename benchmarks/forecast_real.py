@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import csv
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +39,7 @@ from forecast.backtest import Accumulator, Score, seasonal_scale
 from forecast.baselines import LinearTrend, SeasonalNaive
 from forecast.clean import clean
 from forecast.select import forecast_series
-from forecast.types import F64
+from forecast.types import F64, Prediction
 
 HORIZON = 72
 WINDOW = 14 * 24
@@ -129,7 +129,17 @@ class SeriesResult:
         return min(options)
 
 
-def evaluate(series: RealSeries) -> SeriesResult:
+Method = Callable[[F64], tuple[str, Prediction]]  # history -> (model name, HORIZON-step forecast)
+
+
+def served(history: F64) -> tuple[str, Prediction]:
+    """What the product forecasts from ``history``: :func:`forecast.select.forecast_series`."""
+    result = forecast_series(history, HORIZON)
+    return result.model, result.prediction
+
+
+def evaluate(series: RealSeries, method: Method = served) -> SeriesResult:
+    """``method`` and the baselines at each origin of ``series``, scored over all of them."""
     acc = {k: Accumulator() for k in ("method", "snaive24", "snaive168", "linear6h")}
     chosen: list[str] = []
     for o in series.origins:
@@ -138,9 +148,9 @@ def evaluate(series: RealSeries) -> SeriesResult:
         scale = seasonal_scale(train, 24)
         mask = np.isfinite(actual)
         actual = np.nan_to_num(actual)
-        result = forecast_series(history, HORIZON)
-        chosen.append(result.model)
-        acc["method"].add(actual, result.prediction, mask, scale)
+        model, prediction = method(history)
+        chosen.append(model)
+        acc["method"].add(actual, prediction, mask, scale)
         acc["snaive24"].add(actual, SeasonalNaive(24).fit(train).predict(HORIZON).clipped(), mask, scale)
         if train.shape[0] >= 168:
             acc["snaive168"].add(actual, SeasonalNaive(168).fit(train).predict(HORIZON).clipped(), mask, scale)

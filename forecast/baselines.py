@@ -19,6 +19,13 @@ from forecast.clean import Transform, regular
 from forecast.types import F64, LEVELS, FitError, FitInfo, Fitted, Forecaster, Prediction
 
 
+def seasonal_residuals(y: F64, lag: int) -> F64:
+    """In-sample errors of copying the value ``lag`` steps back (NaN where there is none)."""
+    resid = np.full(y.shape[0], np.nan)
+    resid[lag:] = y[lag:] - y[:-lag]
+    return resid
+
+
 def rms(residuals: F64) -> float:
     r = residuals[np.isfinite(residuals)]
     return float(np.sqrt(np.mean(r * r))) if r.size else 0.0
@@ -77,8 +84,7 @@ class SeasonalNaive(Baseline):
     def fit(self, y: F64) -> Fitted:
         y = self._require(y)
         m = self.period
-        resid = np.full(y.shape[0], np.nan)
-        resid[m:] = y[m:] - y[:-m]
+        resid = seasonal_residuals(y, m)
         last = y[-m:]
         if self.guard and y.shape[0] >= 3 * m:
             last = _guarded(y, m, self.guard)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from forecast.baselines import Baseline, PathFit, rms
+from forecast.baselines import Baseline, PathFit, rms, seasonal_residuals
 from forecast.types import F64, Fitted
 
 
@@ -55,8 +55,7 @@ class DayTypeProfile(Baseline):
             recent = np.nonzero(similar)[0][-self.recent :]
             rows.append(blocks[recent].mean(axis=0) * level_now)
         mean = np.concatenate(rows)[: self.max_h]
-        resid = np.full(y.shape[0], np.nan)
-        resid[m * w :] = y[m * w :] - y[: -m * w]
+        resid = seasonal_residuals(y, m * w)
         return PathFit(mean, np.full(self.max_h, rms(resid)), resid)
 
 

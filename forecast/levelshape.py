@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from forecast.baselines import Baseline, PathFit, rms
+from forecast.baselines import Baseline, PathFit, rms, seasonal_residuals
 from forecast.types import F64, Fitted
 
 
@@ -44,8 +44,7 @@ class RecentLevelShape(Baseline):
         blocks = y[y.shape[0] - k * m :].reshape(k, m)
         totals = blocks.sum(axis=1)
         horizon_days = -(-self.max_h // m)
-        resid = np.full(y.shape[0], np.nan)
-        resid[m:] = y[m:] - y[:-m]
+        resid = seasonal_residuals(y, m)
         sd = np.full(self.max_h, rms(resid))
         if float(totals.max()) <= 0.0:  # idle all along: nothing to spread
             return PathFit(np.zeros(self.max_h), sd, resid)

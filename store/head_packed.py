@@ -20,8 +20,9 @@ series' samples become small integers stored at the narrowest width that holds a
   of an energy counter in mJ mostly pass 16 bits but not 24: at four bytes they were most of
   a packed head's bytes.
 
-A read decodes only the series it asks for, whole (a running sum needs the series' start), and
-cuts its time window after. Decoding is a gather and two running sums per stream: tens of
+A read decodes only the series it asks for, from the start of the time piece its window begins
+in (a running sum needs a start; a long block's series are cut into pieces of about 32 samples
+and 5 minutes or more, :mod:`store.head_pieces`), and cuts its time window after. Decoding is a gather and two running sums per stream: tens of
 millions of samples a second. Blocks are packed only where they hold enough samples a series
 to pay for the per-series fields (``PACK_MIN_PER_SERIES``); the rest stay plain.
 """
@@ -36,6 +37,8 @@ import numpy.typing as npt
 from store.codec_parts import decimals_per_segment, timestamp_dods
 from store.flat_runs import segmented_cumsum_inplace, spread, starts_of
 from store.head_blocks import Run, _Block, _concat, concat_offsets, ids_of, series_slices
+from store.head_pieces import cut, overlapping, runs_of
+from store.head_pieces import joined as joined_pieces
 from store.types import Float64Array, Int64Array
 
 PACK_MIN_SAMPLES = 1 << 18  # smaller blocks are short-lived: merged again soon
@@ -223,15 +226,19 @@ class PackedBlock:
     """A head block (:class:`store.head_blocks._Block`) packed as the module doc says; the
     same reads, decoding what they touch."""
 
-    __slots__ = ("usid", "offs", "min_ts", "max_ts", "_n", "_first_ts", "_first_delta", "_ts",
+    __slots__ = ("usid", "offs", "min_ts", "max_ts", "_n", "_pieces", "_first_ts", "_first_delta", "_ts",
                  "_first_value", "_decimals", "_values")
 
     def __init__(self, block: _Block) -> None:
         usid, offs, ts, val = block.run()
         self.usid, self.offs = usid, offs
         self.min_ts, self.max_ts, self._n = block.min_ts, block.max_ts, len(ts)
-        parts = [_pack_series(offs[a : b + 1] - offs[a], ts[offs[a] : offs[b]], val[offs[a] : offs[b]])
-                 for a, b in series_slices(offs, _SLICE)]
+        # Runs, not series, are packed: a long block's series are cut into time pieces
+        # (store.head_pieces), each run with its own first timestamp, delta and value.
+        self._pieces = cut(offs, ts, block.min_ts, block.max_ts)
+        runs = self._pieces.offs
+        parts = [_pack_series(runs[a : b + 1] - runs[a], ts[runs[a] : runs[b]], val[runs[a] : runs[b]])
+                 for a, b in series_slices(runs, _SLICE)]
         self._first_ts = _cat([p[0] for p in parts], np.int64)
         self._first_delta = _cat([p[1] for p in parts], np.int64)
         self._ts = _Residuals.concat([p[2] for p in parts])
@@ -249,6 +256,7 @@ class PackedBlock:
         out.offs = concat_offsets([p.offs for p in pieces])
         out.min_ts, out.max_ts = min(p.min_ts for p in pieces), max(p.max_ts for p in pieces)
         out._n = int(out.offs[-1])
+        out._pieces = joined_pieces([p._pieces for p in pieces], [len(p.usid) for p in pieces])
         out._first_ts = np.concatenate([p._first_ts for p in pieces])
         out._first_delta = np.concatenate([p._first_delta for p in pieces])
         out._ts = _Residuals.concat([p._ts for p in pieces])
@@ -284,7 +292,8 @@ class PackedBlock:
     segments = _Block.segments
 
     def firsts(self) -> Int64Array:
-        return self._first_ts
+        starts = self._pieces.starts
+        return self._first_ts if starts is None else self._first_ts[starts[:-1]]
 
     def slices(self, sids: Int64Array, start_ms: int, end_ms: int) -> tuple[Int64Array, Int64Array, Float64Array]:
         """(count per id, timestamps, values) of ``sids``' samples in [start, end], id after id."""
@@ -293,26 +302,36 @@ class PackedBlock:
         found = idx < len(usid)
         found[found] = usid[idx[found]] == sids[found]
         k = idx[found]
-        ts, val = self._decode(k)
         counts = np.zeros(len(sids), np.int64)
-        per = self.offs[k + 1] - self.offs[k]
         if self.min_ts >= start_ms and self.max_ts <= end_ms:
-            counts[found] = per
+            ts, val = self._decode(k)
+            counts[found] = self.offs[k + 1] - self.offs[k]
             return counts, ts, val
+        runs, per_series = overlapping(self._pieces, self._first_ts, k, start_ms, end_ms)
+        ts, val = self._decode_runs(runs)
+        # Samples decoded per series: its runs' samples, summed (a series may have none here).
+        run_counts = self._pieces.offs[runs + 1] - self._pieces.offs[runs]
+        decoded = np.bincount(np.repeat(np.arange(len(k)), per_series), weights=run_counts,
+                              minlength=len(k)).astype(np.int64)
+        ends = np.cumsum(decoded)
         inside = (ts >= start_ms) & (ts <= end_ms)
-        if len(ts):
-            counts[found] = np.add.reduceat(inside, starts_of(per))
+        kept = np.concatenate(([0], np.cumsum(inside)))
+        counts[found] = kept[ends] - kept[ends - decoded]
         return counts, ts[inside], val[inside]
 
     @property
     def nbytes(self) -> int:
         fields = (self.usid, self.offs, self._first_ts, self._first_delta, self._first_value, self._decimals)
-        return sum(a.nbytes for a in fields) + self._ts.nbytes + self._values.nbytes
+        return sum(a.nbytes for a in fields) + self._pieces.nbytes + self._ts.nbytes + self._values.nbytes
 
     # -- decoding ----------------------------------------------------------------------------
     def _decode(self, k: Int64Array) -> tuple[Int64Array, Float64Array]:
-        """Timestamps and values of the series at positions ``k``, whole, run after run."""
-        counts = self.offs[k + 1] - self.offs[k]
+        """Timestamps and values of the series at positions ``k``, whole, series after series."""
+        return self._decode_runs(runs_of(self._pieces, k)[0])
+
+    def _decode_runs(self, k: Int64Array) -> tuple[Int64Array, Float64Array]:
+        """Timestamps and values of the runs ``k`` (see store.head_pieces), run after run."""
+        counts = self._pieces.offs[k + 1] - self._pieces.offs[k]
         out_starts = starts_of(counts)
         total = int(counts.sum())
         if total == 0:

@@ -21,7 +21,7 @@ from store.head import Head
 from store.head_blocks import _Block
 from store.head_frozen import Frozen
 from store.head_packed import PackedBlock, joined, pack_dense
-from tests.store.test_head_packed import _same_bits, blocks
+from tests.store.test_head_packed import _pieces_of, _same_bits, blocks
 
 T0 = 1_800_000_000_000
 HOUR = 3_600_000
@@ -46,14 +46,22 @@ def _split(block: _Block, cuts: list[int]) -> list[_Block]:
 
 
 @settings(max_examples=200, deadline=None)
-@given(blocks(), st.lists(st.integers(1, 11), max_size=4))
-def test_packed_pieces_of_consecutive_series_join_into_the_block_packed_whole(block: _Block, cuts: list[int]) -> None:
-    pieces = [PackedBlock(p) for p in _split(block, cuts)]
+@given(blocks(), st.lists(st.integers(1, 11), max_size=4), st.lists(st.booleans(), min_size=5, max_size=5))
+def test_packed_pieces_of_consecutive_series_join_into_the_block_packed_whole(
+        block: _Block, cuts: list[int], in_time_pieces: list[bool]) -> None:
+    # each piece of series either whole or cut into time pieces (store.head_pieces) of its own
+    pieces = []
+    for p, cut in zip(_split(block, cuts), in_time_pieces):
+        with _pieces_of(cut):
+            pieces.append(PackedBlock(p))
     whole = PackedBlock.join(pieces)
     _assert_same(whole, block)
     assert np.array_equal(whole.firsts(), block.firsts())
     sids = block.usid[::2].copy()
     for a, b in zip(whole.slices(sids, block.min_ts, block.max_ts), block.slices(sids, block.min_ts, block.max_ts)):
+        assert np.array_equal(a.view(np.int64), b.view(np.int64))
+    middle = (block.min_ts + block.max_ts) // 2  # a window that cuts the time pieces
+    for a, b in zip(whole.slices(sids, middle, block.max_ts), block.slices(sids, middle, block.max_ts)):
         assert np.array_equal(a.view(np.int64), b.view(np.int64))
 
 

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import store.head_packed as head_packed
+import store.head_pieces as head_pieces
 from store.head import Head
 from store.head_blocks import _Block
 from store.head_packed import PackedBlock, pack_if_large
@@ -82,10 +83,23 @@ def _slices_of(samples: int) -> Iterator[None]:
         head_packed._SLICE = saved
 
 
+@contextmanager
+def _pieces_of(cut: bool) -> Iterator[None]:
+    """``cut``: blocks cut into time pieces of 2 samples a series and 1 ms or more (however few
+    samples the drawn blocks have), else the defaults (which leave them whole)."""
+    saved = head_pieces.PIECE_PER_SERIES, head_pieces.PIECE_MIN_MS
+    if cut:
+        head_pieces.PIECE_PER_SERIES, head_pieces.PIECE_MIN_MS = 2, 1
+    try:
+        yield
+    finally:
+        head_pieces.PIECE_PER_SERIES, head_pieces.PIECE_MIN_MS = saved
+
+
 @settings(max_examples=300, deadline=None)
-@given(blocks(), st.sampled_from([1, 5, 37, 1 << 18]))
-def test_a_packed_block_gives_back_every_sample_bit_for_bit(block: _Block, slice_samples: int) -> None:
-    with _slices_of(slice_samples):
+@given(blocks(), st.sampled_from([1, 5, 37, 1 << 18]), st.booleans())
+def test_a_packed_block_gives_back_every_sample_bit_for_bit(block: _Block, slice_samples: int, cut: bool) -> None:
+    with _slices_of(slice_samples), _pieces_of(cut):
         packed = PackedBlock(block)
         usid, offs, ts, val = packed.run()
     assert np.array_equal(usid, block.usid) and np.array_equal(offs, block.offs)
@@ -98,7 +112,7 @@ def test_a_packed_block_gives_back_every_sample_bit_for_bit(block: _Block, slice
 @settings(max_examples=300, deadline=None)
 @given(blocks(), st.data())
 def test_a_packed_block_answers_windows_as_the_plain_block_does(block: _Block, data: st.DataObject) -> None:
-    with _slices_of(data.draw(st.sampled_from([1, 23, 1 << 18]))):
+    with _slices_of(data.draw(st.sampled_from([1, 23, 1 << 18]))), _pieces_of(data.draw(st.booleans())):
         packed = PackedBlock(block)
     # ids asked: present and absent ones, in any order
     sids = np.array(data.draw(st.lists(st.integers(0, 40), min_size=1, max_size=15, unique=True)), np.int64)

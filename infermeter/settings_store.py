@@ -53,7 +53,8 @@ class StoreSettings(Strict):
         7_200_000, description="head samples are cut into compressed chunks at multiples of this (whole hours)"
     )
     head_retain: DurationMs = Field(
-        3_600_000, description="flushed samples stay in memory this long for rules and live panels"
+        3_900_000, description="flushed samples stay in memory this long for rules and live panels (a dashboard's"
+        " last hour reads 5 minutes more: the lookback of its first step)"
     )
     idle_flush: DurationMs = Field(
         3_600_000, description="a series that received nothing for this long is flushed completely"

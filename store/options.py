@@ -16,8 +16,11 @@ class StoreOptions:
     # Chunks are cut at multiples of this (a multiple of every rollup resolution, so that
     # ordinary checkpoints never split a rollup bucket).
     chunk_range_ms: int = 2 * HOUR_MS
-    # Flushed samples stay in memory this long, so rules and live panels never touch SQL.
-    head_retain_ms: int = HOUR_MS
+    # Flushed samples stay in memory this long, so rules and live panels never touch SQL. A
+    # dashboard's "last hour" reads 65 minutes (its first step looks back 5): at one hour, every
+    # series of such a query merged chunk reads with the head's (30,000 series: 244 ms a query
+    # against 163 with the extra 5 minutes held).
+    head_retain_ms: int = HOUR_MS + 5 * MINUTE_MS
     # A series that has received nothing for this long is flushed completely.
     idle_flush_ms: int = HOUR_MS
     # Once a series is due for a checkpoint, wait at most this long for the others to catch

@@ -99,3 +99,26 @@ def test_a_series_without_samples_in_the_window_pieces_gets_none() -> None:
     counts, _, _ = packed.slices(block.usid, T0 + 100 * MINUTE, T0 + 110 * MINUTE)
     assert counts[2] == counts[7] == 0 and counts[0] > 0
     assert len(runs) == int(per_series.sum())
+
+
+def test_degenerate_blocks_cut_and_read_as_the_plain_block() -> None:
+    """No samples; a series of one sample beside long ones; one that has samples only in the
+    block's last minutes: each is cut (or not) and read back as the plain block answers. The
+    single sample and the late series lie in the same (last) piece as the end of the series
+    before them: only the series' own edges keep their runs apart."""
+    empty = np.empty(0, np.int64)
+    nothing = cut(np.zeros(1, np.int64), empty, T0, T0)
+    assert nothing.starts is None and len(nothing.offs) == 1
+    long = _fleet(8, 120, 15_000)
+    sids = [long.sid(), np.array([101], np.int64), np.full(4, 103, np.int64)]
+    ts = [long.ts, np.array([long.max_ts - 2 * MINUTE], np.int64), long.max_ts - np.arange(3, -1, -1, dtype=np.int64) * 15_000]
+    val = [long.val, np.array([7.5]), np.array([1.0, 2.0, np.nan, 4.0])]
+    block = _Block.of(np.concatenate(sids), np.concatenate(ts), np.concatenate(val))
+    packed = PackedBlock(block)
+    assert packed._pieces.starts is not None
+    runs = np.diff(packed._pieces.starts)
+    assert runs[-2] == 1 and runs[-1] == 1  # the single sample and the late series: one run each
+    assert np.array_equal(packed.firsts(), block.firsts())
+    for start, end in ((T0, T0 + 5 * MINUTE), (long.max_ts - 3 * MINUTE, long.max_ts - MINUTE), (block.max_ts - MINUTE, block.max_ts)):
+        got, want = packed.slices(block.usid, start, end), block.slices(block.usid, start, end)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]) and _same_bits(got[2], want[2])
